@@ -1,0 +1,157 @@
+"""Integration checks for chapter 00: env_report on the real install, every failure of `msllm-env`, the roadmap runner."""
+import json, os, subprocess, sys, textwrap
+from pathlib import Path
+import importlib.metadata as md
+import pytest
+import msllm_nb.env as E
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def test_report_reads_the_real_install():
+    r = E.env_report()
+    assert r['mindspore']['version'] == md.version('mindspore')
+    assert r['numpy']['version'] == md.version('numpy') and r['numpy']['major'] < 2
+    assert r['mindspore']['plugins']['cpu'] and r['devices']['CPU']
+    assert r['mindformers']['pairing']['ok'] is True
+    assert r['python']['version'] == '.'.join(map(str, sys.version_info[:3]))
+    assert E.env_problems(r) == []
+
+
+def run_cli(capsys, *args, **kw):
+    "Call env_cli in-process; return (exit code, stdout, stderr)."
+    code = 0
+    try: E.env_cli(*args, **kw)
+    except SystemExit as e: code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def fake_versions(monkeypatch, **over):
+    real = E.dist_version
+    monkeypatch.setattr(E, 'dist_version', lambda n: over[n] if n in over else real(n))
+
+
+def test_cli_ok(capsys):
+    code, out, err = run_cli(capsys, json_out=False, device='CPU', smoke=False)
+    assert code == 0 and 'OK: this environment can run the course on CPU' in out and err == ''
+
+
+def test_cli_missing_mindspore(capsys, monkeypatch):
+    fake_versions(monkeypatch, mindspore=None)
+    code, out, err = run_cli(capsys, json_out=False, device=None, smoke=False)
+    assert code == 1
+    assert err.strip().splitlines() == ["msllm-env: mindspore is not installed: pip install 'mindspore==2.9.0' 'numpy<2'"]
+
+
+def test_cli_numpy2(capsys, monkeypatch):
+    fake_versions(monkeypatch, numpy='2.0.1')
+    code, _, err = run_cli(capsys, json_out=False, device=None, smoke=False)
+    assert code == 1 and 'numpy 2.0.1 is installed but mindspore needs numpy<2' in err
+
+
+def test_cli_pairing_mismatch(capsys, monkeypatch):
+    fake_versions(monkeypatch, mindspore='2.7.2')
+    code, _, err = run_cli(capsys, json_out=False, device=None, smoke=False)
+    assert code == 1
+    assert f"mindformers {md.version('mindformers')} is declared for mindspore 2.9.0 but mindspore 2.7.2 is installed" in err
+
+
+@pytest.mark.parametrize('cuda,why', [
+    ({'runtime': '11.6', 'cudnn': '8', 'driver': None, 'libcuda': None}, 'no NVIDIA driver found'),
+    ({'runtime': None, 'cudnn': None, 'driver': '550.1', 'libcuda': '1'}, 'no CUDA runtime found'),
+    ({'runtime': '11.6', 'cudnn': None, 'driver': '550.1', 'libcuda': '1'}, 'no cuDNN library found'),
+    ({'runtime': '12.4', 'cudnn': '9', 'driver': '550.1', 'libcuda': '1'}, 'CUDA runtime 12.4 does not match'),
+])
+def test_cli_gpu_unavailable(capsys, monkeypatch, cuda, why):
+    monkeypatch.setattr(E, 'cuda_info', lambda: cuda)
+    code, _, err = run_cli(capsys, json_out=False, device='GPU', smoke=False)
+    assert code == 1 and err.startswith('msllm-env: device GPU requested but not available') and why in err
+
+
+def test_gpu_available_when_everything_fits(monkeypatch):
+    monkeypatch.setattr(E, 'cuda_info', lambda: {'runtime': '11.6', 'cudnn': '8', 'driver': '550.1', 'libcuda': '1'})
+    r = E.env_report()
+    assert r['devices']['GPU'] is True and E.env_problems(r, 'gpu') == []
+
+
+def test_cli_ascend_unavailable(capsys, monkeypatch):
+    monkeypatch.setattr(E, 'ascend_info', lambda: {'toolkit': None, 'path': None})
+    code, _, err = run_cli(capsys, json_out=False, device='Ascend', smoke=False)
+    assert code == 1 and 'no Ascend CANN toolkit found' in err
+
+
+def test_cli_unknown_device(capsys):
+    code, _, err = run_cli(capsys, json_out=False, device='TPU', smoke=False)
+    assert code == 1 and "unknown device 'TPU'" in err
+
+
+def test_installed_console_script_json_and_smoke(tmp_path):
+    r = subprocess.run([BIN / 'msllm-env', '--json', '--smoke'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep['problems'] == [] and rep['smoke']['ok'] and rep['run_check']['ok']
+    assert rep['smoke']['loss_after'] < rep['smoke']['loss_before']
+    assert not (tmp_path / 'output').exists(), 'mindformers was imported: it wrote ./output/log'
+
+
+def test_console_script_gpu_missing_is_one_line(tmp_path):
+    if E.env_report()['devices']['GPU']: pytest.skip('this machine has a usable GPU')
+    r = subprocess.run([BIN / 'msllm-env', '--device', 'GPU'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith('msllm-env: device GPU requested')
+
+
+def test_reference_runs_in_a_child_process():
+    code = ('import sys, msllm_nb.env as E; p = E.run_reference(E.torch_probe); '
+            'assert "torch" not in sys.modules; print(p["installed"])')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(E.dist_version('torch') is not None)
+    with pytest.raises(RuntimeError, match='died without a result'):
+        E.run_reference(os._exit, 3)
+
+
+def test_version_claims_have_evidence():
+    rows = E.version_claims()
+    assert len(rows) >= 8 and all(r['evidence'] for r in rows)
+    by = {r['claim']: r['status'] for r in rows}
+    assert by['Any numpy works with MindSpore'] == 'contradicted'
+    assert by['MindSpore 2.3 on Ascend pairs with CANN 8.0.RC2'] == 'verified'
+
+
+NB = {'cells': [
+    {'cell_type': 'code', 'metadata': {}, 'outputs': [], 'execution_count': None,
+     'source': "from pathlib import Path\nPath('ran.txt').write_text('yes')\nprint('hello from the chapter')"},
+    {'cell_type': 'code', 'metadata': {}, 'outputs': [], 'execution_count': None,
+     'source': "#| gpu\nraise SystemError('must not run without a GPU')"},
+], 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}
+
+
+def test_roadmap_runs_chapters_in_order_and_skips_hardware_cells(tmp_path):
+    nbs = tmp_path / 'nbs'; nbs.mkdir()
+    (nbs / '00_a.ipynb').write_text(json.dumps(NB))
+    bad = json.loads(json.dumps(NB)); bad['cells'][1]['source'] = "x = 1\nraise ValueError('chapter bug')"
+    (nbs / '01_b.ipynb').write_text(json.dumps(bad))
+    (nbs / 'index.ipynb').write_text(json.dumps(NB))
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode != 0
+    assert '01_b.ipynb: cell 1 failed: ValueError: chapter bug' in r.stderr
+    assert (nbs / 'ran.txt').read_text() == 'yes'  # executed in the notebook's own folder
+    done = json.loads((tmp_path / 'runs' / '00_a.ipynb').read_text())
+    assert 'hello from the chapter' in ''.join(done['cells'][0]['outputs'][0]['text'])
+    assert done['cells'][1]['outputs'] == []  # the gpu cell was skipped, not run
+    assert (tmp_path / 'runs' / '01_b.ipynb').exists()  # the failing notebook is kept for inspection
+    assert json.loads((tmp_path / 'runs' / 'env_report.json').read_text())['mindspore']['version']
+
+
+@pytest.mark.slow
+def test_main_job_runs_every_chapter(tmp_path):
+    "The README's main-job command (after install): every chapter notebook executes."
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', ROOT / 'nbs', '--out', tmp_path / 'roadmap'],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((tmp_path / 'roadmap' / 'summary.json').read_text())
+    assert list(summary) == [p.stem for p in E.chapter_notebooks(ROOT / 'nbs')]
+    assert not (ROOT / 'nbs' / 'output').exists()
