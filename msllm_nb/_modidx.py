@@ -105,4 +105,11 @@ d = { 'settings': { 'branch': 'main',
                                 'msllm_nb.model.save_ms_weights': ('convert.html#save_ms_weights', 'msllm_nb/model.py'),
                                 'msllm_nb.model.smollm2_gguf': ('convert.html#smollm2_gguf', 'msllm_nb/model.py'),
                                 'msllm_nb.model.to_hf_config': ('convert.html#to_hf_config', 'msllm_nb/model.py'),
-                                'msllm_nb.model.unpermute_meta_qk': ('convert.html#unpermute_meta_qk', 'msllm_nb/model.py')}}}
+                                'msllm_nb.model.unpermute_meta_qk': ('convert.html#unpermute_meta_qk', 'msllm_nb/model.py')},
+            'msllm_nb.parity': { 'msllm_nb.parity.break_checkpoint': ('parity.html#break_checkpoint', 'msllm_nb/parity.py'),
+                                 'msllm_nb.parity.check_parity': ('parity.html#check_parity', 'msllm_nb/parity.py'),
+                                 'msllm_nb.parity.compare': ('parity.html#compare', 'msllm_nb/parity.py'),
+                                 'msllm_nb.parity.format_parity': ('parity.html#format_parity', 'msllm_nb/parity.py'),
+                                 'msllm_nb.parity.hf_reference': ('parity.html#hf_reference', 'msllm_nb/parity.py'),
+                                 'msllm_nb.parity.ms_outputs': ('parity.html#ms_outputs', 'msllm_nb/parity.py'),
+                                 'msllm_nb.parity.parity_cli': ('parity.html#parity_cli', 'msllm_nb/parity.py')}}}

