@@ -1,0 +1,75 @@
+"""Forward tokens/s of the MindSpore model vs Hugging Face PyTorch on SmolLM2-135M, same weights and inputs, CPU, fp32.
+
+Each framework runs in its own process (chapter 00's rule). MindSpore is measured in GRAPH mode (the compiled Cell,
+what training uses) and in PyNative (what generation and the notebooks use). Median of REPS timed runs after warm-up.
+
+    python bench/forward_throughput.py        # prints the table and writes bench/results/forward_throughput.md
+"""
+import os, statistics, sys, tempfile, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = [(1, 128), (4, 256)]
+REPS = 5
+
+
+def torch_forward(hf_dir, shapes, reps):
+    import torch, transformers, numpy as np
+    torch.manual_seed(0)
+    m = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32, local_files_only=True).eval()
+    out = {}
+    for b, t in shapes:
+        ids = torch.from_numpy(np.random.default_rng(0).integers(3, m.config.vocab_size, (b, t)))
+        with torch.no_grad():
+            m(ids)
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter(); m(ids); times.append(time.perf_counter() - t0)
+        out[(b, t)] = statistics.median(times)
+    return out
+
+
+def ms_forward(ckpt, shapes, reps, mode):
+    import numpy as np, mindspore as ms
+    from msllm_nb.model import load_model
+    ms.set_device('CPU'); ms.set_context(mode=mode)
+    model = load_model(ckpt); model.set_train(False)
+    out = {}
+    for b, t in shapes:
+        ids = ms.Tensor(np.random.default_rng(0).integers(3, model.config.vocab_size, (b, t)), ms.int32)
+        model(ids).asnumpy()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter(); model(ids).asnumpy(); times.append(time.perf_counter() - t0)
+        out[(b, t)] = statistics.median(times)
+    return out
+
+
+def main():
+    os.environ.setdefault('GLOG_v', '3')
+    import mindspore as ms
+    import msllm_nb.model as M
+    from msllm_nb.env import run_reference
+    import forward_throughput as H  # this file as a module: spawned children import the functions by name
+    hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = Path(tmp) / 'smol.ckpt'; M.convert_hf_to_ms(hf, ckpt)
+        pt = run_reference(H.torch_forward, hf, SHAPES, REPS)
+        graph = run_reference(H.ms_forward, str(ckpt), SHAPES, REPS, ms.GRAPH_MODE)
+        pyn = run_reference(H.ms_forward, str(ckpt), SHAPES, REPS, ms.PYNATIVE_MODE)
+    lines = ['| batch × seq | PyTorch eager tok/s | MindSpore GRAPH tok/s | ratio | MindSpore PyNative tok/s | ratio |',
+             '|---|---|---|---|---|---|']
+    for s in SHAPES:
+        n = s[0] * s[1]
+        lines.append(f'| {s[0]} × {s[1]} | {n / pt[s]:.0f} | {n / graph[s]:.0f} | {pt[s] / graph[s]:.2f} | {n / pyn[s]:.0f} | {pt[s] / pyn[s]:.2f} |')
+    lines.append(f'\nratio = MindSpore ÷ PyTorch tokens/s (same model, weights, inputs; fp32; median of {REPS}). '
+                 f'Machine: {os.cpu_count()} cores; {time.strftime("%Y-%m-%d")}.')
+    out = '\n'.join(lines)
+    print(out)
+    (ROOT / 'bench' / 'results').mkdir(exist_ok=True)
+    (ROOT / 'bench' / 'results' / 'forward_throughput.md').write_text('# Forward throughput: SmolLM2-135M on CPU\n\n' + out + '\n')
+
+
+if __name__ == '__main__':
+    sys.path.insert(0, str(Path(__file__).parent))
+    main()

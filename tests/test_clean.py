@@ -1,0 +1,100 @@
+"""Integration checks for chapter 01 (msllm-clean) on inputs none of the notebook's examples use."""
+import json, subprocess, sys, textwrap
+from pathlib import Path
+import pytest
+import msllm_nb.clean as C
+
+BIN = Path(sys.executable).parent
+
+
+def run_clean(*args):
+    return subprocess.run([str(BIN / 'msllm-clean'), *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture
+def messy(tmp_path):
+    d = tmp_path / 'in'; d.mkdir()
+    (d / 'zh_gbk.txt').write_bytes('今天天气很好，我们去公园散步吧。\r\n\r\n明天也许会下雨，记得带伞。'.encode('gb18030'))
+    (d / 'en_mixed_newlines.txt').write_bytes(b'First paragraph line one\rline two\r\n\r\nSecond paragraph with\nsome more words here.\n')
+    (d / 'broken.txt').write_bytes(b'valid start \xff\xfe\xfd broken bytes in the middle of this line\n')
+    (d / 'image.png').write_bytes(b'\x89PNG\r\n\x1a\n' + bytes(range(256)) * 8)
+    (d / 'empty.jsonl').write_bytes(b'')
+    (d / 'docs.jsonl').write_text(json.dumps({'body': 'A document with its text under another field name, long enough.'}) + '\n{oops\n')
+    (d / 'page.html').write_text('<html><head><script>var x=1;</script></head><body><h1>Title</h1><p>Fish &amp; chips &mdash; a classic dish of the British Isles.</p></body></html>')
+    (d / 'tool.py').write_text('def f(x):\n    return x  \n\n\n\n\ndef g():\n\tpass\n')
+    return d
+
+
+def test_cli_reports_every_drop_by_reason(messy, tmp_path):
+    r = run_clean(messy, '--out', tmp_path / 'out', '--workers', '2', '--json_out')
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep['dropped_docs']['binary_file'] == 1 and rep['dropped_docs']['empty_file'] == 1
+    assert rep['dropped_docs']['bad_json'] == 1 and rep['dropped_docs']['no_text_field'] == 1
+    assert rep['events']['lines_decoded_gb18030'] == 2 and rep['events']['replaced_bytes'] == 3
+    read_stage = {'binary_file', 'empty_file', 'bad_json', 'no_text_field', 'file_too_large'}
+    assert rep['docs_in'] == rep['docs_out'] + sum(v for k, v in rep['dropped_docs'].items() if k not in read_stage)
+    out = [json.loads(l) for f in sorted((tmp_path / 'out').glob('clean-*.jsonl')) for l in f.read_text().splitlines()]
+    texts = {}
+    for o in out: texts.setdefault(Path(o['source'].split(':')[0]).name, []).append(o['text'])
+    texts = {k: v[0] if len(v) == 1 else v for k, v in texts.items()}
+    assert texts['zh_gbk.txt'] == ['今天天气很好，我们去公园散步吧。', '明天也许会下雨，记得带伞。']
+    assert texts['en_mixed_newlines.txt'] == ['First paragraph line one\nline two', 'Second paragraph with\nsome more words here.']
+    assert texts['page.html'] == 'Title\n\nFish & chips — a classic dish of the British Isles.'
+    assert texts['tool.py'] == 'def f(x):\n    return x\n\ndef g():\n\tpass'
+    assert 'broken.txt' not in texts and any('broken.txt' in e for e in rep['examples']['garbled'])  # 3 U+FFFD in 60 chars
+
+
+def test_text_field_and_parquet(tmp_path):
+    import pyarrow as pa, pyarrow.parquet as pq
+    pq.write_table(pa.table({'content': ['Parquet row one has enough text to keep.', None, 'Parquet row three also has enough text.']}), tmp_path / 'en_rows.parquet')
+    rep = C.clean_corpus([tmp_path / 'en_rows.parquet'], tmp_path / 'o', workers=1, text_field='content', progress=False)
+    assert rep['docs_out'] == 2 and rep['dropped_docs'] == {'no_text_field': 1}
+    with pytest.raises(ValueError, match="en_rows.parquet: no column 'text'"):
+        C.clean_corpus([tmp_path / 'en_rows.parquet'], tmp_path / 'o2', workers=1, progress=False)
+
+
+def test_huge_single_line_in_bounded_memory(tmp_path):
+    big = tmp_path / 'en_big.txt'
+    with open(big, 'wb') as f:
+        f.write(b'A normal first paragraph that should be kept by the cleaner.\n\n')
+        for _ in range(100): f.write(b'x' * (1 << 20))  # one 100 MB line
+        f.write(b'\n\nA normal last paragraph that should be kept as well.\n')
+    code = textwrap.dedent(f'''
+        import resource, json, msllm_nb.clean as C
+        rep = C.clean_corpus([{str(big)!r}], {str(tmp_path / 'o')!r}, workers=1, progress=False)
+        print(json.dumps({{'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 'rep': rep}}))''')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.splitlines()[-1])
+    assert res['rep']['dropped_lines'] == {'line_too_long': 1} and res['rep']['docs_out'] == 2
+    assert res['rss'] < 400 * 1024, f"peak RSS {res['rss'] // 1024} MB while skipping a 100 MB line"
+
+
+def test_same_output_for_any_worker_count(tmp_path):
+    a = C.clean_corpus([C.SAMPLE_DIR / 'zh_classical.jsonl', C.SAMPLE_DIR / 'web_email'], tmp_path / 'a', workers=1, progress=False)
+    b = C.clean_corpus([C.SAMPLE_DIR / 'zh_classical.jsonl', C.SAMPLE_DIR / 'web_email'], tmp_path / 'b', workers=2, batch_docs=7, progress=False)
+    assert (tmp_path / 'a' / 'clean-00000.jsonl').read_bytes() == (tmp_path / 'b' / 'clean-00000.jsonl').read_bytes()
+    assert a['dropped_docs'] == b['dropped_docs']
+
+
+def test_t2s_and_config_errors(tmp_path):
+    (tmp_path / 'zh_trad.txt').write_text('學而時習之，不亦說乎？有朋自遠方來，不亦樂乎？')
+    r = run_clean(tmp_path / 'zh_trad.txt', '--out', tmp_path / 'o', '--t2s', '--workers', '1')
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / 'o' / 'clean-00000.jsonl').read_text())['text'] == '学而时习之，不亦说乎？有朋自远方来，不亦乐乎？'
+    (tmp_path / 'rules.yaml').write_text('min_chars: 5\nmin_length: 3\n')
+    r = run_clean(tmp_path / 'zh_trad.txt', '--out', tmp_path / 'o', '--config', tmp_path / 'rules.yaml')
+    assert r.returncode == 1 and "rules.yaml: unknown cleaning config keys ['min_length']" in r.stderr
+    r = run_clean(tmp_path / 'missing_dir', '--out', tmp_path / 'o')
+    assert r.returncode == 1 and 'missing_dir: no such file or directory' in r.stderr
+
+
+@pytest.mark.slow
+def test_sample_corpus_rebuilds_byte_for_byte(tmp_path):
+    "Provenance: the committed sample is exactly what the builder cuts from the pinned registry packages."
+    r = subprocess.run([sys.executable, str(C.SAMPLE_DIR.parent / 'build_sample.py'), str(tmp_path / 's')], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ours = {p.relative_to(C.SAMPLE_DIR): p.read_bytes() for p in C.SAMPLE_DIR.rglob('*') if p.is_file()}
+    built = {p.relative_to(tmp_path / 's'): p.read_bytes() for p in (tmp_path / 's').rglob('*') if p.is_file()}
+    assert ours.keys() == built.keys() and all(ours[k] == built[k] for k in ours)
