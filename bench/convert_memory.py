@@ -2,7 +2,7 @@
 
 Baseline, measured in the same run: the tutorial's approach — load the whole state dict with torch, convert every
 tensor to a MindSpore Tensor, then save_checkpoint. Each approach runs in its own fresh process; peak RSS is that
-process's ru_maxrss. We also measure a process that only imports what each approach imports, so the table shows the
+process's own VmHWM (its\npeak resident set; ru_maxrss would include the parent's peak, which Linux carries across exec). We also measure a process that only imports what each approach imports, so the table shows the
 conversion's own memory beside the interpreter + framework baseline.
 
     python bench/convert_memory.py            # prints the table and writes bench/results/convert_memory.md
@@ -30,8 +30,9 @@ IMPORTS_TUTORIAL = 'import torch, mindspore, safetensors.torch, msllm_nb.model'
 
 
 def peak_rss(code, src, dst):
+    # VmHWM (this process's own peak), not ru_maxrss, which Linux carries over from the parent across exec
     prog = f'SRC, DST = {str(src)!r}, {str(dst)!r}\n' + textwrap.dedent(code) + \
-        '\nimport resource, json; print("RSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)'
+        '\nimport re; print("RSS", int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024)'
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, '-c', prog], capture_output=True, text=True, env=ENV)
     if r.returncode: raise RuntimeError(r.stderr[-3000:])

@@ -1,0 +1,52 @@
+"""Integration checks for chapter 02 (msllm-bpe): determinism, exact round trips on unseen text, coverage, errors, HF export."""
+import json, random, subprocess, sys
+from pathlib import Path
+import pytest
+import msllm_nb.bpe as B
+from msllm_nb.clean import clean_corpus, SAMPLE_DIR
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope='module')
+def cleaned(tmp_path_factory):
+    d = tmp_path_factory.mktemp('clean')
+    clean_corpus([SAMPLE_DIR], d, workers=2, progress=False)
+    return d
+
+
+def test_cli_trains_reports_coverage_and_exports_hf(cleaned, tmp_path):
+    r = subprocess.run([BIN / 'msllm-bpe', cleaned, '--out', tmp_path / 'tok', '--vocab_size', '8192', '--hf'], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads((tmp_path / 'tok.json').read_text())
+    assert rep['vocab_size'] == 8192 and rep['heldout_documents'] > 0 and rep['training_documents'] > 10 * rep['heldout_documents']
+    assert set(rep['coverage']) >= {'zh', 'en', 'code', 'web'}
+    assert all(v['unk_rate'] == 0 and v['tokens'] > 0 for v in rep['coverage'].values())
+    assert rep['hf']['class'] == 'LlamaTokenizerFast' and (tmp_path / 'tok_hf' / 'tokenizer.json').exists()
+
+
+def test_same_corpus_same_model(cleaned, tmp_path):
+    a = B.train_bpe([cleaned], tmp_path / 'a', vocab_size=8192, input_sentence_size=3000)  # sampled: the seed matters
+    b = B.train_bpe([cleaned], tmp_path / 'b', vocab_size=8192, input_sentence_size=3000)
+    assert a['sampled'] and Path(a['model']).read_bytes() == Path(b['model']).read_bytes()
+
+
+def test_round_trip_on_unseen_text(cleaned, tmp_path):
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=B.train_bpe([cleaned], tmp_path / 'm', vocab_size=8192)['model'])
+    rng = random.Random(0)
+    pool = list('abcXYZ019 \t\n，。！？“”《》中文字符測試繁體😀𝔘ßéñ{}()[];:=<>+-*/\\\'"#$%&|~`') + ['    ', '\n\n', '  \t']
+    for _ in range(300):
+        x = ''.join(rng.choice(pool) for _ in range(rng.randint(0, 60)))
+        assert sp.decode(sp.encode(x)) == x, repr(x)
+
+
+def test_errors_are_clear(cleaned, tmp_path):
+    r = subprocess.run([BIN / 'msllm-bpe', cleaned, '--out', tmp_path / 't', '--vocab_size', '500'], capture_output=True, text=True)
+    assert r.returncode == 1 and 'vocab_size 500 is too small for this corpus' in r.stderr
+    (tmp_path / 'bad').mkdir(); (tmp_path / 'bad' / 'x.jsonl').write_text('{"text": "ok"}\nnot json\n')
+    r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'bad', '--out', tmp_path / 't'], capture_output=True, text=True)
+    assert r.returncode == 1 and 'x.jsonl:2: not a JSON line' in r.stderr
+    (tmp_path / 'none').mkdir(); (tmp_path / 'none' / 'a.txt').write_text('plain text is not cleaned output')
+    r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'none', '--out', tmp_path / 't'], capture_output=True, text=True)
+    assert r.returncode == 1 and 'no training documents' in r.stderr

@@ -1,0 +1,77 @@
+"""Integration checks for chapter 03 (msllm-shard): determinism, nothing lost, exact multi-rank resume, clear errors."""
+import json, subprocess, sys
+from pathlib import Path
+import numpy as np
+import pytest
+import msllm_nb.shards as S
+from msllm_nb.clean import clean_corpus, SAMPLE_DIR
+from msllm_nb.bpe import train_bpe
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope='module')
+def prepared(tmp_path_factory):
+    d = tmp_path_factory.mktemp('prep')
+    clean_corpus([SAMPLE_DIR], d / 'clean', workers=2, progress=False)
+    tok = train_bpe([d / 'clean'], d / 'tok', vocab_size=8192)['model']
+    r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tok, '--out', d / 'shards', '--shard_mb', '0.5'], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return d, tok
+
+
+def test_cli_loses_nothing_and_is_deterministic(prepared, tmp_path):
+    d, tok = prepared
+    meta = json.loads((d / 'shards' / 'tokens' / 'meta.json').read_text())
+    n_clean = sum(1 for p in (d / 'clean').glob('clean-*.jsonl') for _ in open(p))
+    assert meta['docs'] == n_clean and len(meta['shards']) > 5
+    texts = sorted((d / 'shards' / 'text').glob('text-*.jsonl'))
+    again = S.shuffle_and_shard([d / 'clean'], tmp_path / 'text', int(0.5 * 2**20), seed=0)
+    assert [p.read_bytes() for p in texts] == [p.read_bytes() for p in again]
+    m1 = S.tokenize_shards(again, tok, tmp_path / 'tok1', workers=1)
+    assert m1['tokens'] == meta['tokens']
+    for name in meta['shards']:
+        assert (tmp_path / 'tok1' / f'{name}.bin').read_bytes() == (d / 'shards' / 'tokens' / f'{name}.bin').read_bytes()
+
+
+def test_every_window_once_per_epoch_across_ranks_and_resume(prepared):
+    d, _ = prepared
+    store = S.TokenStore(d / 'shards' / 'tokens')
+    src = S.PackedWindows(store, 128, ['code'])
+    ids = lambda x: [r.tobytes() for r in x]  # a whole window identifies it
+    spe = S.make_dataset(src, 4, seed=3, rank=0, world=2).get_dataset_size()
+    total = 2 * spe
+    runs = {r: [(s, ids(x)) for s, _, x in S.batches(S.make_dataset(src, 4, 3, r, 2), total)] for r in (0, 1)}
+    epoch0 = [w for r in (0, 1) for s, b in runs[r] if s < spe for w in b]
+    assert len(epoch0) == len(set(epoch0)) == spe * 4 * 2  # no window twice within an epoch, across both ranks
+    for r in (0, 1):
+        k = spe + 2
+        resumed = [(s, ids(x)) for s, _, x in S.batches(S.make_dataset(src, 4, 3, r, 2), total, k)]
+        assert resumed == runs[r][k:]
+
+
+def test_mixed_batches_are_a_pure_function_of_the_step(prepared):
+    d, _ = prepared
+    store = S.TokenStore(d / 'shards' / 'tokens')
+    w = {'zh_news': 1, 'en_wiki': 1, 'code': 2}
+    a, b = S.MixedBatches(store, 64, w, 8, seed=5), S.MixedBatches(store, 64, w, 8, seed=5)
+    assert np.array_equal(a[37][0], b[37][0]) and a[37][0].shape == (8, 65)
+    assert all(abs(a.counts(t)[2] - 4) <= 1 for t in range(50))
+    with pytest.raises(ValueError, match=r"unknown mixing groups \['wiki'\]"):
+        S.MixedBatches(store, 64, {'wiki': 1}, 8)
+
+
+def test_errors_are_clear(prepared, tmp_path):
+    d, tok = prepared
+    r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tmp_path / 'nope.model', '--out', tmp_path / 'o'], capture_output=True, text=True)
+    assert r.returncode == 1 and 'nope.model: no such tokenizer model' in r.stderr
+    store = S.TokenStore(d / 'shards' / 'tokens')
+    with pytest.raises(ValueError, match='longer than the .* tokens available'):
+        S.PackedWindows(store, 10**9)
+    import shutil
+    cut = tmp_path / 'cut'; shutil.copytree(d / 'shards' / 'tokens', cut)
+    b = cut / 'tokens-00001.bin'; b.write_bytes(b.read_bytes()[:-100])
+    with pytest.raises(ValueError, match='tokens-00001.idx.npz does not match tokens-00001.bin'):
+        S.TokenStore(cut)
+    with pytest.raises(FileNotFoundError, match='not a token folder'):
+        S.TokenStore(tmp_path)
