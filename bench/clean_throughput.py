@@ -10,6 +10,8 @@ import json, os, random, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from _report import write_result  # noqa: E402
 
 
 def make_input(path, mb):
@@ -48,11 +50,8 @@ def main(mb=40):
              f'| tutorial `clean_text`, line by line (baseline) | URL/tag regex, full-width→ASCII, whitespace | 1 | {mbs / t_tut:.1f} | 1.00 |',
              f'| `msllm-clean` | decode, normalise, markup, 8 rules, exact + MinHash near dedup, report | 2 | {mbs / t_ours:.1f} | {t_tut / t_ours:.2f} |']
     lines.append(f"\n{mbs:.0f} MB of generated zh/en documents; msllm-clean kept {rep['docs_out']} of {rep['docs_in']} "
-                 f"(dropped: {rep['dropped_docs']}). Machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}.")
-    out = '\n'.join(lines)
-    print(out)
-    (ROOT / 'bench' / 'results').mkdir(exist_ok=True)
-    (ROOT / 'bench' / 'results' / 'clean_throughput.md').write_text('# Cleaning throughput\n\n' + out + '\n')
+                 f"(dropped: {rep['dropped_docs']}).")
+    write_result('clean_throughput', 'Cleaning throughput', '\n'.join(lines))
 
 
 if __name__ == '__main__':

@@ -2,8 +2,9 @@
 
 Baseline, measured in the same run: the tutorial's approach — load the whole state dict with torch, convert every
 tensor to a MindSpore Tensor, then save_checkpoint. Each approach runs in its own fresh process; peak RSS is that
-process's own VmHWM (its\npeak resident set; ru_maxrss would include the parent's peak, which Linux carries across exec). We also measure a process that only imports what each approach imports, so the table shows the
-conversion's own memory beside the interpreter + framework baseline.
+process's own VmHWM (its peak resident set; ru_maxrss would include the parent's peak, which Linux carries across
+exec). We also measure a process that only imports what each approach imports, so the table shows the conversion's
+own memory beside the interpreter + framework baseline.
 
     python bench/convert_memory.py            # prints the table and writes bench/results/convert_memory.md
 """
@@ -11,6 +12,8 @@ import json, os, subprocess, sys, tempfile, textwrap, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from _report import write_result  # noqa: E402
 ENV = {**os.environ, 'GLOG_v': '3'}
 
 OURS = '''
@@ -60,11 +63,8 @@ def main():
         lines.append(f"| {r['approach']} | {r['ckpt_MB']:.0f} | {r['import_baseline_MB']:.0f} | {r['peak_MB']:.0f} | "
                      f"{r['peak/ckpt']:.2f} | {r['(peak-baseline)/ckpt']:.2f} | {r['seconds']:.1f} |")
     ratio = rows[0]['peak_MB'] / rows[1]['peak_MB']
-    lines.append(f'\nPeak RSS, streamed ÷ tutorial baseline: {ratio:.2f}×. Machine: {os.cpu_count()} cores; {time.strftime("%Y-%m-%d")}.')
-    out = '\n'.join(lines)
-    print(out)
-    (ROOT / 'bench' / 'results').mkdir(exist_ok=True)
-    (ROOT / 'bench' / 'results' / 'convert_memory.md').write_text('# Conversion memory: SmolLM2-135M (float32)\n\n' + out + '\n')
+    lines.append(f'\nPeak RSS, streamed ÷ tutorial baseline: {ratio:.2f}×.')
+    write_result('convert_memory', 'Conversion memory: SmolLM2-135M (float32)', '\n'.join(lines))
 
 
 if __name__ == '__main__':

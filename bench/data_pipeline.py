@@ -12,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+from _report import write_result  # noqa: E402
 from clean_throughput import make_input  # noqa: E402  seeded zh/en documents recombined from the sample
 
 
@@ -80,11 +81,7 @@ def main(sizes=(100, 400)):
              '| corpus MB | near-dup | main process peak MB (VmHWM) | worker peak MB (upper bound: ru_maxrss of children) | documents kept | seconds |', '|---|---|---|---|---|---|']
     for real, near, s, c, docs, secs in rows:
         lines.append(f'| {real:.0f} | {"on" if near else "off"} | {s:.0f} | {c:.0f} | {docs:,} | {secs:.0f} |')
-    lines.append(f'\nMachine: {os.cpu_count()} cores; {time.strftime("%Y-%m-%d")}.')
-    out = '\n'.join(lines)
-    print(out)
-    (ROOT / 'bench' / 'results').mkdir(exist_ok=True)
-    (ROOT / 'bench' / 'results' / 'data_pipeline.md').write_text('# Data pipeline\n\n' + out + '\n')
+    write_result('data_pipeline', 'Data pipeline', '\n'.join(lines))
 
 
 if __name__ == '__main__':

@@ -9,6 +9,8 @@ import os, statistics, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from _report import write_result  # noqa: E402
 SHAPES = [(1, 128), (4, 256)]
 REPS = 5
 
@@ -62,12 +64,8 @@ def main():
     for s in SHAPES:
         n = s[0] * s[1]
         lines.append(f'| {s[0]} × {s[1]} | {n / pt[s]:.0f} | {n / graph[s]:.0f} | {pt[s] / graph[s]:.2f} | {n / pyn[s]:.0f} | {pt[s] / pyn[s]:.2f} |')
-    lines.append(f'\nratio = MindSpore ÷ PyTorch tokens/s (same model, weights, inputs; fp32; median of {REPS}). '
-                 f'Machine: {os.cpu_count()} cores; {time.strftime("%Y-%m-%d")}.')
-    out = '\n'.join(lines)
-    print(out)
-    (ROOT / 'bench' / 'results').mkdir(exist_ok=True)
-    (ROOT / 'bench' / 'results' / 'forward_throughput.md').write_text('# Forward throughput: SmolLM2-135M on CPU\n\n' + out + '\n')
+    lines.append(f'\nratio = MindSpore ÷ PyTorch tokens/s (same model, weights, inputs; fp32; median of {REPS}).')
+    write_result('forward_throughput', 'Forward throughput: SmolLM2-135M on CPU', '\n'.join(lines))
 
 
 if __name__ == '__main__':
