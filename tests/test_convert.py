@@ -16,7 +16,18 @@ def fx(tmp_path_factory):
     return {'llama': Path(run_reference(M.make_tiny_hf, d / 'llama', 'llama')),
             'qwen2': Path(run_reference(M.make_tiny_hf, d / 'qwen2', 'qwen2')),
             'sharded': Path(run_reference(M.make_tiny_hf, d / 'sharded', 'qwen2', 0, 'float32', '100KB')),
-            'bin': Path(run_reference(M.make_tiny_hf, d / 'bin', 'qwen2', 0, 'float32', None, False))}
+            'bin': Path(run_reference(M.make_tiny_hf, d / 'bin', 'qwen2', 0, 'float32', None, False)),
+            'mistral': Path(run_reference(M.make_tiny_hf, d / 'mistral', 'mistral'))}
+
+
+def test_mistral_layout_converts_and_matches(fx, tmp_path):
+    "Mistral: same tensors; its sliding window (128) caps the context, below which full attention is identical."
+    with pytest.warns(UserWarning, match='sliding-window attention \\(128\\) is not implemented: max_position_embeddings capped from 256 to 128'):
+        cfg = M.from_hf_config(fx['mistral'] / 'config.json')
+    assert cfg.architecture == 'mistral' and cfg.max_position_embeddings == 128
+    from msllm_nb.parity import check_parity
+    r = check_parity(fx['mistral'], n_gen=32)
+    assert r['passed'] and r['greedy_identical'], r
 
 
 def cli(*args, cwd=None):
