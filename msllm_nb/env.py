@@ -15,7 +15,7 @@ from fastcore.script import call_parse, Param, store_true
 __all__ = ['SUPPORTED_PYTHON', 'dist_version', 'import_providers', 'module_dir', 'top_level_names', 'ms_plugins', 'cuda_info',
            'ascend_info', 'mf_version_map', 'mf_pairing', 'env_report', 'env_problems', 'format_report',
            'run_reference', 'torch_probe', 'ms_run_check', 'smoke_test', 'version_claims', 'env_cli',
-           'chapter_notebooks', 'run_notebook', 'run_roadmap', 'roadmap_cli']
+           'chapter_notebooks', 'run_notebook', 'run_roadmap', 'roadmap_report', 'roadmap_cli']
 
 # %% ../nbs/00_env.ipynb #724b1833
 def dist_version(name:str # distribution (pip) name, e.g. `mindspore`
@@ -380,14 +380,41 @@ def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
     (out/'env_report.json').write_text(json.dumps(report, indent=1, default=str))
     probs = env_problems(report)
     if probs: raise RuntimeError(f'environment cannot run the course: {probs[0]}')
-    summary = {}
-    for nb in (bar := tqdm(chapter_notebooks(nbs_dir), desc='roadmap')):
-        bar.set_postfix_str(nb.stem)
-        t0 = time.perf_counter()
-        skipped = run_notebook(nb.resolve(), out.resolve()/nb.name)
-        summary[nb.stem] = {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': skipped}
+    summary, old = {}, os.environ.get('MSLLM_RUNS')
+    try:
+        for nb in (bar := tqdm(chapter_notebooks(nbs_dir), desc='roadmap')):
+            bar.set_postfix_str(nb.stem)
+            os.environ['MSLLM_RUNS'] = str(out.resolve()/nb.stem)  # where a chapter writes its runs (training, plots)
+            t0 = time.perf_counter()
+            skipped = run_notebook(nb.resolve(), out.resolve()/nb.name)
+            summary[nb.stem] = {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': skipped}
+    finally:
+        if old is None: os.environ.pop('MSLLM_RUNS', None)
+        else: os.environ['MSLLM_RUNS'] = old
     (out/'summary.json').write_text(json.dumps(summary, indent=1))
+    (out/'report.md').write_text(roadmap_report(out, summary))
     return summary
+
+def roadmap_report(out:Path, # the roadmap's output folder
+                   summary:dict # chapter → seconds and skipped cells, from `run_roadmap`
+                  )->str:
+    "A short Markdown report: time per chapter, every training run's final losses and samples, the plots written."
+    lines = ['# Roadmap report', '', '| chapter | seconds | skipped cells |', '|---|---:|---|']
+    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v['skipped_cells'] or ''} |" for k, v in summary.items()]
+    lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", '']
+    for sj in sorted(Path(out).rglob('summary.json')):
+        if sj.parent == Path(out): continue
+        run = json.loads(sj.read_text())
+        recs = [json.loads(l) for l in (sj.parent/'metrics.jsonl').read_text().splitlines() if l.strip()] if (sj.parent/'metrics.jsonl').exists() else []
+        val = [r for r in recs if r['kind'] == 'val']
+        lines += [f'## Training run `{sj.parent.relative_to(out)}`', '',
+                  f"{run.get('steps')} steps on {run.get('world')} rank(s); validation loss "
+                  + (f"{val[0]['loss']:.3f} → {val[-1]['loss']:.3f}" if val else 'not measured') + '.', '']
+        lines += [f"- sample: {r['text']!r}" for r in recs if r['kind'] == 'sample']
+        lines += ['']
+    pngs = sorted(Path(out).rglob('*.png'))
+    if pngs: lines += ['## Plots', ''] + [f'![{p.stem}]({p.relative_to(out)})' for p in pngs]
+    return '\n'.join(lines) + '\n'
 
 @call_parse
 def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',

@@ -155,3 +155,8 @@ def test_main_job_runs_every_chapter(tmp_path):
     summary = json.loads((tmp_path / 'roadmap' / 'summary.json').read_text())
     assert list(summary) == [p.stem for p in E.chapter_notebooks(ROOT / 'nbs')]
     assert not (ROOT / 'nbs' / 'output').exists()
+    report = (tmp_path / 'roadmap' / 'report.md').read_text()
+    # the tiny model trained with 2-process data parallel (msrun), its validation loss, samples and loss plots
+    assert 'Training run `06_train_dp/msrun2`' in report and '40 steps on 2 rank(s)' in report, report
+    assert '- sample:' in report and '.png)' in report
+    assert (tmp_path / 'roadmap' / '06_train_dp' / 'msrun2' / 'checkpoints' / 'latest').exists()

@@ -1,0 +1,230 @@
+"""train_llm end to end: entry points, config errors, data parallel under msrun / mpirun / two msrun "nodes",
+exact resume after SIGKILL, corrupt-checkpoint fallback, SIGTERM checkpointing.
+
+Every run uses the same global batch (8 rows × 256 tokens) and 12 steps, so one single-process run is the reference
+for all of them."""
+import json, os, random, shutil, signal, subprocess, sys, time
+from pathlib import Path
+import numpy as np
+import pytest
+
+import msllm_nb.train_llm as tl
+
+BIN = Path(sys.executable).parent
+STEPS = 12
+
+
+@pytest.fixture(scope='module')
+def tokens():
+    return tl.sample_tokens()
+
+
+def args(tokens, out, *extra, batch=8):
+    return ['--config', 'tiny', '--out_dir', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', f'batch_size={batch}',
+            'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
+
+
+def run(cmd, timeout=600, **kw):
+    env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}"}  # msrun/mpirun start `python` from PATH
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def train_records(out):
+    "step → (loss, sample ids) of the last record logged for each step (a resumed run re-logs the steps it redoes)."
+    return {r['step']: (r['loss'], r['sample_ids']) for r in tl.read_metrics(out, 'train')}
+
+
+def final_weights(out):
+    from msllm_nb.model import load_ms_weights
+    return load_ms_weights(Path(out) / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt')
+
+
+def digests(out, world):
+    return [json.loads((Path(out) / 'ranks' / f'rank_{r}.json').read_text())['params_sha256'] for r in range(world)]
+
+
+@pytest.fixture(scope='module')
+def reference(tokens, tmp_path_factory):
+    "One uninterrupted single-process run: 12 steps of 8 × 256 tokens."
+    out = tmp_path_factory.mktemp('ref')
+    r = run([BIN / 'train_llm', *args(tokens, out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+# ---- entry points and errors before compute
+
+def test_module_console_script_and_copied_file(tokens, tmp_path):
+    "`python -m`, the console script and a copy of train_llm.py elsewhere all validate the same plan (main returns None: exit 0)."
+    shutil.copy(tl.__file__, tmp_path / 'train_llm.py')
+    plans = []
+    for cmd in ([sys.executable, '-m', 'msllm_nb.train_llm'], [BIN / 'train_llm'], [sys.executable, tmp_path / 'train_llm.py']):
+        r = run([*cmd, '--check', *args(tokens, tmp_path / 'x')], cwd=tmp_path)
+        assert r.returncode == 0, (cmd, r.stderr[-2000:])
+        plans.append(json.loads(r.stdout))
+    assert plans[0] == plans[1] == plans[2]
+    assert plans[0]['params'] == tl.msm.param_count(tl.model_config(tl.load_config('tiny'))) == 7_358_720 and plans[0]['train_windows'] > 10_000
+    assert not (tmp_path / 'x').exists()  # --check computes nothing and writes nothing
+
+
+@pytest.mark.parametrize('extra,message', [
+    (['stepz=5'], "unknown config keys ['stepz']"),
+    (['model.vocab_size=1000'], "model.vocab_size 1000 is smaller than the tokenizer's 8192"),
+    (['seq_len=1024'], 'seq_len 1024 exceeds model.max_position_embeddings 256'),
+    (['token_dir=/nonexistent/tokens'], 'token_dir /nonexistent/tokens: no such folder'),
+    (['batch_size=20000'], 'needs 20000 windows'),
+    (['lr=fast'], 'lr must be a number'),
+])
+def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
+    a = args(tokens, tmp_path / 'run')
+    r = run([BIN / 'train_llm', *a, *extra])
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / 'run').exists()
+
+
+def test_unknown_config_file_names_it(tmp_path):
+    r = run([BIN / 'train_llm', '--config', tmp_path / 'nope.yaml', '--check'])
+    assert r.returncode == 2 and 'nope.yaml: no such file' in r.stderr
+
+
+# ---- the reference run's outputs
+
+def test_reference_run_outputs(reference):
+    recs = train_records(reference)
+    assert sorted(recs) == list(range(1, STEPS + 1))
+    val = tl.read_metrics(reference, 'val')
+    assert [v['step'] for v in val] == [0, 6, 12] and val[-1]['loss'] < val[0]['loss'] - 0.5
+    tr = tl.read_metrics(reference, 'train')
+    for k in ('lr', 'grad_norm', 'tokens_per_s', 'mfu', 'step_s', 'data_wait_s', 'rss_mb'):
+        assert all(np.isfinite(r[k]) for r in tr), k
+    assert 0 < np.median([r['mfu'] for r in tr]) < 1
+    ck = tl.Checkpoints(Path(reference) / 'checkpoints')
+    assert ck.steps() == [12, 9, 6] and (Path(reference) / 'checkpoints' / 'latest').read_text().strip() == 'step_00000012'
+    ev = list((Path(reference) / 'tb').glob('events.out.tfevents.*'))
+    assert ev and b'train/loss' in ev[0].read_bytes() and b'val/loss' in ev[0].read_bytes()
+    from msllm_nb.model import load_model
+    load_model(Path(reference) / 'checkpoints' / 'step_00000012' / 'model.ckpt')  # a plain model checkpoint, strict load
+
+
+def test_existing_run_needs_resume(tokens, reference):
+    r = run([BIN / 'train_llm', *args(tokens, reference)])
+    assert r.returncode == 2 and 'pass --resume' in r.stderr
+
+
+# ---- exact resume
+
+@pytest.mark.slow
+def test_sigkill_then_resume_is_bitwise_identical(tokens, reference, tmp_path):
+    kill_at = random.Random().randint(4, 10)  # a random step, as a crash would pick
+    p = subprocess.Popen([str(BIN / 'train_llm'), *args(tokens, tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None and not any(r['step'] >= kill_at for r in tl.read_metrics(tmp_path, 'train')): time.sleep(0.05)
+    p.send_signal(signal.SIGKILL); p.wait()
+    assert p.returncode == -signal.SIGKILL
+    r = run([BIN / 'train_llm', *args(tokens, tmp_path), '--resume'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    resumed = [e for e in tl.read_metrics(tmp_path, 'event') if e['event'] == 'resumed']
+    assert len(resumed) == 1 and resumed[0]['step'] % 3 == 0  # from the last checkpoint written before the kill
+    assert train_records(tmp_path) == train_records(reference), f'killed at step {kill_at}'
+    seen = [i for s in sorted(train_records(tmp_path)) for i in train_records(tmp_path)[s][1]]
+    assert len(seen) == len(set(seen)) == STEPS * 8  # no window twice (12 steps are well inside one epoch)
+    ref_w, w = final_weights(reference), final_weights(tmp_path)
+    assert all(np.array_equal(ref_w[k], w[k]) for k in ref_w)
+
+
+@pytest.mark.slow
+def test_corrupt_latest_checkpoint_falls_back(tokens, reference, tmp_path):
+    shutil.copytree(reference, tmp_path / 'run')
+    out = tmp_path / 'run'
+    ck = out / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt'
+    data = bytearray(ck.read_bytes()); data[len(data) // 2] ^= 0xFF; ck.write_bytes(bytes(data))  # one flipped byte
+    (out / 'metrics.jsonl').write_text('')
+    r = run([BIN / 'train_llm', *args(tokens, out), '--resume'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert 'step_00000012 is not usable' in r.stdout and 'CRC mismatch' in r.stdout, r.stdout[-2000:]
+    assert [e['checkpoint'] for e in tl.read_metrics(out, 'event') if e['event'] == 'resumed'] == ['step_00000009']
+    ref = train_records(reference)
+    assert train_records(out) == {s: ref[s] for s in (10, 11, 12)}
+
+
+@pytest.mark.slow
+def test_sigterm_writes_a_checkpoint_and_resume_continues(tokens, reference, tmp_path):
+    p = subprocess.Popen([str(BIN / 'train_llm'), *args(tokens, tmp_path, 'save_every=100')], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    while p.poll() is None and not any(r['step'] >= 4 for r in tl.read_metrics(tmp_path, 'train')): time.sleep(0.05)
+    p.send_signal(signal.SIGTERM); out, _ = p.communicate(timeout=120)
+    assert p.returncode == 128 + signal.SIGTERM, out[-2000:]
+    steps = tl.Checkpoints(tmp_path / 'checkpoints').steps()
+    assert len(steps) == 1 and 4 <= steps[0] < STEPS and 'stopped by signal 15' in out
+    r = run([BIN / 'train_llm', *args(tokens, tmp_path, 'save_every=100'), '--resume'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert train_records(tmp_path) == train_records(reference)
+
+
+# ---- data parallel
+
+def check_dp(out, reference, world=2):
+    ref_w, w = final_weights(reference), final_weights(out)
+    diff = max(float(np.abs(ref_w[k] - w[k]).max()) for k in ref_w)
+    assert diff <= 1e-4, diff
+    d = digests(out, world)
+    assert len(set(d)) == 1, d  # the ranks hold bitwise identical parameters
+    ref, got = train_records(reference), train_records(out)
+    assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)  # the same global batches
+    assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
+
+
+@pytest.mark.cluster
+def test_msrun_two_ranks_equal_one_process(tokens, reference, tmp_path):
+    r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
+             '--join=True', tl.__file__, *args(tokens, tmp_path, batch=4)], timeout=900)
+    assert r.returncode == 0, (tmp_path / 'logs' / 'worker_0.log').read_text()[-3000:]
+    check_dp(tmp_path, reference)
+    assert json.loads((tmp_path / 'summary.json').read_text())['world'] == 2
+
+
+@pytest.mark.cluster
+def test_mpirun_two_ranks_equal_one_process(tokens, reference, tmp_path):
+    env = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
+    os.environ.update(env)
+    r = run([BIN / 'mpirun', '-n', '2', '--oversubscribe', sys.executable, tl.__file__,
+             *args(tokens, tmp_path, f'sched_port={tl.free_port()}', batch=4)], timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    check_dp(tmp_path, reference)
+
+
+@pytest.fixture
+def second_host():
+    """A second "host": a network namespace joined to this one by a veth pair (10.213.N.1 here, 10.213.N.2 there).
+
+    msrun starts a scheduler on every node whose own addresses include --master_addr, so two msrun invocations that
+    both use 127.0.0.1 would both start one; with the second node in its own namespace, only node 0 is the master,
+    as on a real cluster."""
+    n = os.getpid() % 200 + 20
+    ns, a, b = f'msllm{os.getpid()}', f'msa{os.getpid()}', f'msb{os.getpid()}'
+    cmds = [f'ip netns add {ns}', f'ip link add {a} type veth peer name {b}', f'ip link set {b} netns {ns}',
+            f'ip addr add 10.213.{n}.1/24 dev {a}', f'ip link set {a} up', f'ip netns exec {ns} ip addr add 10.213.{n}.2/24 dev {b}',
+            f'ip netns exec {ns} ip link set {b} up', f'ip netns exec {ns} ip link set lo up']
+    try:
+        for c in cmds:
+            r = subprocess.run(c.split(), capture_output=True, text=True)
+            assert r.returncode == 0, f'{c}: {r.stderr} (the two-node test needs root and iproute2 for a network namespace)'
+        yield ns, f'10.213.{n}.1'
+    finally:
+        subprocess.run(['ip', 'link', 'del', a], capture_output=True)
+        subprocess.run(['ip', 'netns', 'del', ns], capture_output=True)
+
+
+@pytest.mark.cluster
+def test_two_msrun_nodes_form_one_job(tokens, reference, tmp_path, second_host):
+    "Two msrun invocations, one worker each, --node_rank 0 and 1 with the same --master_addr: one 2-rank job."
+    ns, master = second_host
+    port = tl.free_port()
+    env = {**os.environ, 'PATH': f"{BIN}:{os.environ.get('PATH', '')}"}
+    def node(n):
+        cmd = [str(BIN / 'msrun'), '--worker_num=2', '--local_worker_num=1', f'--node_rank={n}', f'--master_addr={master}',
+               f'--master_port={port}', f'--log_dir={tmp_path}/logs{n}', '--join=True', tl.__file__, *args(tokens, tmp_path, batch=4)]
+        return subprocess.Popen((['ip', 'netns', 'exec', ns] if n else []) + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    procs = [node(0), node(1)]
+    codes = [p.wait(timeout=900) for p in procs]
+    assert codes == [0, 0], (codes, [(tmp_path / f'logs{n}' / f'worker_{n}.log').read_text()[-2000:] for n in (0, 1)])
+    assert not (tmp_path / 'logs1' / 'scheduler.log').exists()  # only node 0 ran a scheduler
+    check_dp(tmp_path, reference)
