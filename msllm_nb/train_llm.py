@@ -439,7 +439,10 @@ class _Stop:
     def __init__(self): self.signum = None
     def __call__(self, signum, frame): self.signum = self.signum or signum
     def install(self):
-        for s in (signal.SIGTERM, signal.SIGINT): signal.signal(s, self)
+        self.old = {s: signal.signal(s, self) for s in (signal.SIGTERM, signal.SIGINT)}
+    def restore(self):
+        "Put back the handlers found at install (a notebook kernel needs its SIGINT back for Interrupt)."
+        for s, h in getattr(self, 'old', {}).items(): signal.signal(s, h)
 
 def _tensors(step_cell:TrainStep, model:nn.Cell)->dict:
     "{'model': weights (MindFormers names), 'optimizer': moments, step and LR table} as numpy arrays."
@@ -527,7 +530,6 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
     fpt = flops_per_token(mc, cfg.seq_len)
     peak = cfg.peak_tflops * 1e12 * world if cfg.peak_tflops else measure_peak_flops() * (world if cfg.device != 'CPU' else 1)
-    stop = _Stop(); stop.install()
 
     def save(step):
         if rank == 0:
@@ -538,36 +540,39 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     if start == 0 and rank == 0: log('val', 0, loss=evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_batches))
     from tqdm.auto import tqdm
     bar = tqdm(total=cfg.steps, initial=start, desc='train', disable=rank != 0 or not cfg.progress or not (sys.stderr.isatty() or 'ipykernel' in sys.modules))
-    tok_step, t_prev, last = cfg.batch_size * world * cfg.seq_len, time.perf_counter(), {}
-    for step, x in step_batches(source, start, cfg.data_workers):
-        t_data = time.perf_counter()
-        loss, norm = step_cell(Tensor(x))
-        loss, norm = float(loss.asnumpy()), float(norm.asnumpy())
-        t_end = time.perf_counter()
-        dt, wait = t_end - t_prev, t_data - t_prev
-        t_prev = t_end
-        rec = {'loss': loss, 'lr': lr_at(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps), 'grad_norm': norm,
-               'tokens_per_s': tok_step / dt, 'mfu': tok_step / dt * fpt / peak, 'step_s': dt, 'data_wait_s': wait,
-               'rss_mb': round(host_rss_mb(), 1)}
-        if (dm := device_memory_mb()) is not None: rec['device_mb'] = round(dm, 1)
-        if source.G <= 64: rec['sample_ids'] = source.ids(step).tolist()
-        log.console = console and ((step + 1) % cfg.log_every == 0 or step == 0)
-        log('train', step + 1, **rec); log.console = console
-        bar.update(1); bar.set_postfix(loss=f'{loss:.3f}')
-        done = step + 1
-        if not math.isfinite(loss): log('event', done, event='non-finite loss', loss=loss)
-        if rank == 0 and (done % cfg.val_every == 0 or done == cfg.steps):
-            vl = evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_batches)
-            log('val', done, loss=vl, ppl=math.exp(min(vl, 50)))
-        if rank == 0 and cfg.sample_every and done % cfg.sample_every == 0:
-            for s in _samples(model, cfg, tmeta.get('tokenizer')): log('sample', done, text=s)
-        if done % cfg.save_every == 0 or done == cfg.steps or stop.signum:
-            save(done)
-        if stop.signum:
-            log('event', done, event=f'stopped by signal {stop.signum}: checkpoint saved')
-            bar.close(); log.close()
-            sys.exit(128 + stop.signum)
-        t_prev = time.perf_counter()
+    tok_step, t_prev = cfg.batch_size * world * cfg.seq_len, time.perf_counter()
+    stop = _Stop(); stop.install()
+    try:
+        for step, x in step_batches(source, start, cfg.data_workers):
+            t_data = time.perf_counter()
+            loss, norm = step_cell(Tensor(x))
+            loss, norm = float(loss.asnumpy()), float(norm.asnumpy())
+            t_end = time.perf_counter()
+            dt, wait = t_end - t_prev, t_data - t_prev
+            t_prev = t_end
+            rec = {'loss': loss, 'lr': lr_at(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps), 'grad_norm': norm,
+                   'tokens_per_s': tok_step / dt, 'mfu': tok_step / dt * fpt / peak, 'step_s': dt, 'data_wait_s': wait,
+                   'rss_mb': round(host_rss_mb(), 1)}
+            if (dm := device_memory_mb()) is not None: rec['device_mb'] = round(dm, 1)
+            if source.G <= 64: rec['sample_ids'] = source.ids(step).tolist()
+            log.console = console and ((step + 1) % cfg.log_every == 0 or step == 0)
+            log('train', step + 1, **rec); log.console = console
+            bar.update(1); bar.set_postfix(loss=f'{loss:.3f}')
+            done = step + 1
+            if not math.isfinite(loss): log('event', done, event='non-finite loss', loss=loss)
+            if rank == 0 and (done % cfg.val_every == 0 or done == cfg.steps):
+                vl = evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_batches)
+                log('val', done, loss=vl, ppl=math.exp(min(vl, 50)))
+            if rank == 0 and cfg.sample_every and done % cfg.sample_every == 0:
+                for s in _samples(model, cfg, tmeta.get('tokenizer')): log('sample', done, text=s)
+            if done % cfg.save_every == 0 or done == cfg.steps or stop.signum:
+                save(done)
+            if stop.signum:
+                log('event', done, event=f'stopped by signal {stop.signum}: checkpoint saved')
+                bar.close(); log.close()
+                sys.exit(128 + stop.signum)
+            t_prev = time.perf_counter()
+    finally: stop.restore()  # also on errors: a notebook kernel needs its SIGINT back
     bar.close()
     if rank == 0 and not cfg.sample_every:
         for s in _samples(model, cfg, tmeta.get('tokenizer')): log('sample', cfg.steps, text=s)
