@@ -24,8 +24,8 @@ def args(tokens, out, *extra, batch=8):
             'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
 
 
-def run(cmd, timeout=600, **kw):
-    env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}"}  # msrun/mpirun start `python` from PATH
+def run(cmd, timeout=600, extra_env=None, **kw):
+    env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}", **(extra_env or {})}  # msrun/mpirun start `python` from PATH
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env, **kw)
 
 
@@ -183,10 +183,9 @@ def test_msrun_two_ranks_equal_one_process(tokens, reference, tmp_path):
 
 @pytest.mark.cluster
 def test_mpirun_two_ranks_equal_one_process(tokens, reference, tmp_path):
-    env = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
-    os.environ.update(env)
+    root_ok = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}  # CI runs as root
     r = run([BIN / 'mpirun', '-n', '2', '--oversubscribe', sys.executable, tl.__file__,
-             *args(tokens, tmp_path, f'sched_port={tl.free_port()}', batch=4)], timeout=900)
+             *args(tokens, tmp_path, f'sched_port={tl.free_port()}', batch=4)], timeout=900, extra_env=root_ok)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     check_dp(tmp_path, reference)
 
