@@ -348,15 +348,19 @@ def chapter_notebooks(nbs_dir:str|Path='nbs' # folder holding NN_*.ipynb
 def run_notebook(nb_path:Path, # notebook to execute
                  out_path:Path, # where the executed copy is written
                  skip_flags:tuple=('gpu', 'ascend') # cells whose `#| flag` line names one of these are skipped
-                ):
+                )->list[tuple[int, str]]:
     "Execute a notebook top to bottom in a fresh shell, in its own folder, and save the executed copy."
     from execnb.nbio import read_nb, write_nb
     from execnb.shell import CaptureShell
     nb = read_nb(nb_path)
-    skipped = []
+    skipped = []  # (cell index, flag)
     for c in nb.cells:
-        if c.cell_type == 'code' and any(re.match(rf'^#\|\s*{f}\b', l.strip()) for l in c.source.splitlines()[:3] for f in skip_flags):
-            skipped.append(c.idx_); c.source = f'# skipped on this machine (needs {"/".join(skip_flags)})\n' + c.source.replace('\n', '\n# ')
+        if c.cell_type != 'code': continue
+        hit = [f for l in c.source.splitlines()[:3] for f in skip_flags if re.match(rf'^#\|\s*{f}\b', l.strip())]
+        if hit:
+            skipped.append((c.idx_, hit[0]))
+            why = 'slow: run msllm-roadmap --slow' if hit[0] == 'slow' else f'needs {hit[0]}'
+            c.source = f'# skipped ({why})\n' + c.source.replace('\n', '\n# ')
     cwd = os.getcwd(); os.chdir(Path(nb_path).parent)
     sh = CaptureShell()
     try:
@@ -371,7 +375,8 @@ def run_notebook(nb_path:Path, # notebook to execute
     return skipped
 
 def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
-                out_dir:str|Path='runs/roadmap' # executed notebooks and the environment report go here
+                out_dir:str|Path='runs/roadmap', # executed notebooks and the environment report go here
+                slow:bool=False # also run cells flagged `slow` (the SmolLM2-135M parity check)
                )->dict:
     "Write the environment report, then execute each chapter notebook in order into `out_dir`."
     from tqdm.auto import tqdm
@@ -386,8 +391,8 @@ def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
             bar.set_postfix_str(nb.stem)
             os.environ['MSLLM_RUNS'] = str(out.resolve()/nb.stem)  # where a chapter writes its runs (training, plots)
             t0 = time.perf_counter()
-            skipped = run_notebook(nb.resolve(), out.resolve()/nb.name)
-            summary[nb.stem] = {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': skipped}
+            skipped = run_notebook(nb.resolve(), out.resolve()/nb.name, ('gpu', 'ascend') + (() if slow else ('slow',)))
+            summary[nb.stem] = {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped]}
     finally:
         if old is None: os.environ.pop('MSLLM_RUNS', None)
         else: os.environ['MSLLM_RUNS'] = old
@@ -418,9 +423,12 @@ def roadmap_report(out:Path, # the roadmap's output folder
 
 @call_parse
 def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
-                out:Param('output folder', str)='runs/roadmap'):
+                out:Param('output folder', str)='runs/roadmap',
+                slow:Param('also run the slow cells (the SmolLM2-135M parity check, ~2.5 min more)', store_true)=False):
     "Run the whole roadmap: environment report, then every chapter notebook, outputs under `out`."
-    summary = run_roadmap(nbs, out)
+    summary = run_roadmap(nbs, out, slow)
     for k, v in summary.items():
-        print(f"{k:<16} {v['seconds']:>7.1f}s" + (f"  skipped cells {v['skipped_cells']} (need GPU/Ascend)" if v['skipped_cells'] else ''))
+        print(f"{k:<16} {v['seconds']:>7.1f}s" + (f"  skipped cells: {', '.join(v['skipped_cells'])}" if v['skipped_cells'] else ''))
+    if any('(slow)' in c for v in summary.values() for c in v['skipped_cells']):
+        print('slow cells were skipped: msllm-roadmap --slow runs them too')
     print(f'executed notebooks and reports in {Path(out).resolve()}')

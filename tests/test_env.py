@@ -146,6 +146,20 @@ def test_roadmap_runs_chapters_in_order_and_skips_hardware_cells(tmp_path):
     assert json.loads((tmp_path / 'runs' / 'env_report.json').read_text())['mindspore']['version']
 
 
+def test_roadmap_skips_slow_cells_unless_asked(tmp_path):
+    nbs = tmp_path / 'nbs'; nbs.mkdir()
+    nb = json.loads(json.dumps(NB)); nb['cells'][1]['source'] = "#| slow\nPath('slow.txt').write_text('ran')"
+    (nbs / '00_a.ipynb').write_text(json.dumps(nb))
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not (nbs / 'slow.txt').exists() and (nbs / 'ran.txt').exists()
+    assert json.loads((tmp_path / 'runs' / 'summary.json').read_text())['00_a']['skipped_cells'] == ['1 (slow)']
+    assert 'skipped cells: 1 (slow)' in r.stdout and 'msllm-roadmap --slow' in r.stdout
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs2', '--slow'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and (nbs / 'slow.txt').read_text() == 'ran'
+    assert json.loads((tmp_path / 'runs2' / 'summary.json').read_text())['00_a']['skipped_cells'] == []
+
+
 @pytest.mark.slow
 def test_main_job_runs_every_chapter(tmp_path):
     "The README's main-job command (after install): every chapter notebook executes."
@@ -154,9 +168,11 @@ def test_main_job_runs_every_chapter(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((tmp_path / 'roadmap' / 'summary.json').read_text())
     assert list(summary) == [p.stem for p in E.chapter_notebooks(ROOT / 'nbs')]
+    assert summary['06_train_dp']['skipped_cells'] == [] and summary['05_parity']['skipped_cells']  # 05's SmolLM2 parity: --slow
     assert not (ROOT / 'nbs' / 'output').exists()
     report = (tmp_path / 'roadmap' / 'report.md').read_text()
     # the tiny model trained with 2-process data parallel (msrun), its validation loss, samples and loss plots
-    assert 'Training run `06_train_dp/msrun2`' in report and '40 steps on 2 rank(s)' in report, report
+    assert 'Training run `06_train_dp/msrun2`' in report and '20 steps on 2 rank(s)' in report, report
     assert '- sample:' in report and '.png)' in report
+    assert 'Training run `06_train_dp/continued/run`' in report  # SmolLM2-135M continued pretraining is part of the main job
     assert (tmp_path / 'roadmap' / '06_train_dp' / 'msrun2' / 'checkpoints' / 'latest').exists()
