@@ -405,7 +405,7 @@ def roadmap_report(out:Path, # the roadmap's output folder
                   )->str:
     "A short Markdown report: time per chapter, every training run's final losses and samples, the plots written."
     lines = ['# Roadmap report', '', '| chapter | seconds | skipped cells |', '|---|---:|---|']
-    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v['skipped_cells'] or ''} |" for k, v in summary.items()]
+    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {', '.join(v['skipped_cells'])} |" for k, v in summary.items()]
     lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", '']
     for sj in sorted(Path(out).rglob('summary.json')):
         if sj.parent == Path(out): continue
