@@ -26,9 +26,9 @@ from _report import write_result  # noqa: E402
 
 # name → (LlamaConfig fields, batch size); seq lengths below. Batches are scaled so a step takes seconds on 2 cores.
 SIZES = {
-    'tiny (issue 8 shape, 4.2M)': (dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+    'tiny (issue 8 shape)': (dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
                                        num_attention_heads=4), 8),
-    '~100M class, scaled (24M)': (dict(vocab_size=8192, hidden_size=512, intermediate_size=1376, num_hidden_layers=6,
+    '~100M class, scaled': (dict(vocab_size=8192, hidden_size=512, intermediate_size=1376, num_hidden_layers=6,
                                       num_attention_heads=8), 4),
     'SmolLM2-135M shape': (dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                                 num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True,
@@ -38,15 +38,12 @@ SEQS = (128, 256)
 
 
 def _matmul_peak(fw, n=1024, reps=10):
-    import numpy as np
-    a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
     if fw == 'ms':
-        import mindspore as ms
-        from mindspore import ops
-        t = ms.Tensor(a); run = lambda: ops.matmul(t, t).asnumpy()
-    else:
-        import torch
-        t = torch.from_numpy(a); run = lambda: torch.mm(t, t)
+        from msllm_nb.train_llm import measure_peak_flops  # the peak train_llm's MFU uses
+        return measure_peak_flops(n, reps)
+    import numpy as np, torch
+    t = torch.from_numpy(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
+    run = lambda: torch.mm(t, t)
     run(); best = math.inf
     for _ in range(reps):
         t0 = time.perf_counter(); run(); best = min(best, time.perf_counter() - t0)
@@ -169,6 +166,7 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline'):
         def step(): return float(step_cell(x)[0].asnumpy())
     else:
         import torch
+        torch.set_num_threads(os.cpu_count())  # its default varied between runs here (1 or 2): pin it to MindSpore's
         torch.manual_seed(0)
         model = _torch_model(cfg)
         w = np.load(weights)
@@ -280,13 +278,15 @@ def main():
     rows = ['| model | batch × seq | PyTorch eager tok/s | MindSpore GRAPH tok/s | ratio MS ÷ PT | MFU PT | MFU MS '
             '| first-step loss PT / MS | MS warm-up (compile) s |', '|---|---|---|---|---|---|---|---|---|']
     sizes = list(SIZES.items())[:1] if a.quick else list(SIZES.items())
+    from msllm_nb.model import LlamaConfig, param_count
     for name, (fields, batch) in sizes:
+        label = f'{name}, {param_count(LlamaConfig(**fields)) / 1e6:.1f}M params'
         for seq in SEQS:
             r = measure(name, fields, batch, seq, a.steps, a.reps)
             tok = batch * seq
             tps = {fw: tok / statistics.median(r[fw]['times']) for fw in r}
             mfu = {fw: r[fw]['flops_per_token'] * tps[fw] / r[fw]['peak'] for fw in r}
-            rows.append(f"| {name} | {batch} × {seq} | {tps['torch']:.0f} | {tps['ms']:.0f} | {tps['ms'] / tps['torch']:.2f} "
+            rows.append(f"| {label} | {batch} × {seq} | {tps['torch']:.0f} | {tps['ms']:.0f} | {tps['ms'] / tps['torch']:.2f} "
                         f"| {mfu['torch']:.1%} | {mfu['ms']:.1%} | {r['torch']['first_loss']:.5f} / {r['ms']['first_loss']:.5f} "
                         f"| {r['ms']['warmup_s']:.0f} |")
             print(rows[-1], flush=True)
