@@ -181,13 +181,17 @@ class Checkpoints:
         "Steps that have a checkpoint folder with a manifest, newest first."
         return sorted((int(p.name[5:]) for p in self.root.glob('step_*') if (p/'meta.json').exists()), reverse=True)
     def save(self, step:int, tensors:dict, # file stem → {name: np.ndarray}, e.g. {'model': ..., 'optimizer': ...}
-             meta:dict, cfg)->Path:
+             meta:dict, cfg, extra:list=() # files other ranks already wrote into the folder (ZeRO shards)
+            )->Path:
         "Write every file with fsync and atomic rename, record sizes and CRCs in meta.json, then move `latest`."
         d = self.root/f'step_{step:08d}'; d.mkdir(parents=True, exist_ok=True)
         files = {}
         for stem, t in tensors.items():
             msm.save_ms_weights(t.items(), d/f'{stem}.ckpt', cfg)
             files[f'{stem}.ckpt'] = {'bytes': (d/f'{stem}.ckpt').stat().st_size, 'crc32': file_crc(d/f'{stem}.ckpt')}
+        for name in extra:
+            if not (d/name).exists(): raise FileNotFoundError(f'{d/name}: another rank\'s file is missing (is out_dir on a shared filesystem?)')
+            files[name] = {'bytes': (d/name).stat().st_size, 'crc32': file_crc(d/name)}
         _atomic_write(d/'meta.json', json.dumps({**meta, 'step': step, 'files': files}, indent=1))
         _atomic_write(self.root/'latest', d.name + '\n')
         for old in self.steps()[self.keep:]:
@@ -352,10 +356,16 @@ class TrainConfig:
     data_workers: int = 1
     sched_port: int = 8118  # scheduler port under a plain mpirun
     sync_grads: bool = True  # all-reduce gradients (False only to demonstrate rank drift)
+    zero: int = 0  # 1: shard the optimizer states over the ranks (ZeRO-1, chapter 07); bitwise equal to 0
+    zero_impl: str = 'collectives'  # collectives (any backend, chapter 07) or mindspore (its parallel optimizer: Ascend/GPU only)
+    accum_steps: int = 1  # micro-batches per optimizer step; batch_size is split into accum_steps pieces
+    precision: str = 'fp32'  # fp32; fp16 (fp16 compute, fp32 master weights, dynamic loss scaling); bf16 (GPU/Ascend)
+    loss_scale: float = 65536.0  # fp16: the initial dynamic loss scale
+    loss_scale_window: int = 1000  # fp16: overflow-free steps before the scale doubles
     progress: bool = True
 
 # what the numbers of a run depend on: a resumed run must agree on all of these
-_HASHED = ('model', 'init_from', 'sync_grads', 'token_dir', 'seq_len', 'steps', 'lr', 'min_lr', 'warmup_steps', 'weight_decay', 'beta1',
+_HASHED = ('model', 'init_from', 'sync_grads', 'accum_steps', 'precision', 'token_dir', 'seq_len', 'steps', 'lr', 'min_lr', 'warmup_steps', 'weight_decay', 'beta1',
            'beta2', 'eps', 'grad_clip', 'seed', 'val_fraction')
 
 def config_hash(cfg:TrainConfig, world:int)->tuple[str, dict]:
@@ -399,6 +409,15 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
         if getattr(cfg, k) <= 0: raise ValueError(f'{src}: {k} must be positive, got {getattr(cfg, k)}')
     if cfg.mode not in ('graph', 'pynative'): raise ValueError(f'{src}: mode must be graph or pynative, got {cfg.mode!r}')
     if cfg.device not in ('CPU', 'GPU', 'Ascend'): raise ValueError(f'{src}: device must be CPU, GPU or Ascend, got {cfg.device!r}')
+    if cfg.zero not in (0, 1): raise ValueError(f'{src}: zero must be 0 or 1 (ZeRO-2/3 are estimated in chapter 07, not built), got {cfg.zero!r}')
+    if cfg.zero_impl not in ('collectives', 'mindspore'): raise ValueError(f'{src}: zero_impl must be collectives or mindspore, got {cfg.zero_impl!r}')
+    if cfg.zero_impl == 'mindspore' and cfg.device == 'CPU':
+        raise ValueError(f"{src}: zero_impl mindspore: MindSpore's parallel optimizer only supports Ascend/GPU; use zero_impl: collectives on CPU")
+    if cfg.accum_steps < 1 or cfg.batch_size % cfg.accum_steps:
+        raise ValueError(f'{src}: accum_steps {cfg.accum_steps} must be ≥ 1 and divide batch_size {cfg.batch_size}')
+    if cfg.precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'{src}: precision must be fp32, fp16 or bf16, got {cfg.precision!r}')
+    if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{src}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
+    if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{src}: precision fp16 with accum_steps > 1 is not supported; use one of them')
     if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{src}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
     model_config(cfg)  # model keys are checked too
     return cfg
@@ -449,12 +468,6 @@ def _tensors(step_cell:TrainStep, model:nn.Cell)->dict:
     mp = {p.name: p.asnumpy() for p in model.get_parameters()}
     op = {p.name: p.asnumpy() for p in step_cell.optimizer.get_parameters() if p.name not in mp}
     return {'model': mp, 'optimizer': op}
-
-def _load(step_cell, d:Path):
-    params = {}
-    for f in ('model.ckpt', 'optimizer.ckpt'): params.update(ms.load_checkpoint(str(d/f)))
-    missing, _ = ms.load_param_into_net(step_cell, params, strict_load=True)
-    if missing: raise ValueError(f'{d}: parameters missing from the checkpoint: {missing[:5]}')
 
 def params_digest(model:nn.Cell)->str:
     "SHA-256 over every parameter's name and bytes: equal digests on all ranks mean bitwise-identical replicas."
@@ -512,9 +525,22 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     ms.set_seed(cfg.seed); np.random.seed(cfg.seed)
     mc = info['model']
     model = msm.load_model(cfg.init_from) if cfg.init_from else msm.LlamaForCausalLM(mc)
-    opt = make_optimizer(model, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps)
     loss_cell = LossCell(model)
-    step_cell = TrainStep(loss_cell, opt, cfg.grad_clip, world, cfg.sync_grads); step_cell.set_train()
+    if cfg.zero_impl == 'mindspore' and cfg.zero:  # untested here (no Ascend/GPU): the real keys, not the tutorial's optimizer_shard=True
+        ms.set_auto_parallel_context(enable_parallel_optimizer=True, parallel_optimizer_config={
+            'gradient_accumulation_shard': False, 'parallel_optimizer_threshold': 64, 'optimizer_weight_shard_size': -1})
+    if (cfg.zero and cfg.zero_impl == 'collectives') or cfg.accum_steps > 1 or cfg.precision != 'fp32':
+        from msllm_nb.zero import build_step  # chapter 07
+        step_cell = build_step(loss_cell, model, cfg, rank, world)
+    else:
+        opt = make_optimizer(model, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps)
+        step_cell = TrainStep(loss_cell, opt, cfg.grad_clip, world, cfg.sync_grads); step_cell.set_train()
+    sharded = bool(cfg.zero) and cfg.zero_impl == 'collectives'
+    scaler = getattr(step_cell, 'scaler', None)
+    barrier = None
+    if sharded and world > 1:
+        from msllm_nb.zero import Barrier
+        barrier = Barrier()
     start = 0
     if resume:
         found = ck.latest_good()
@@ -524,7 +550,10 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
             if meta['config_hash'] != chash:
                 diff = sorted(k for k in hashed if meta['config'].get(k) != hashed[k])
                 raise ValueError(f'{d}: the checkpoint was written with a different config ({diff}); resume needs the same values')
-            _load(step_cell, d); start = meta['step']
+            from msllm_nb.zero import load_step_state
+            load_step_state(step_cell, model, d, int(sharded), rank, world); start = meta['step']
+            if scaler is not None and 'loss_scale' in meta:
+                scaler.scale_value.set_data(Tensor(meta['loss_scale'], ms.float32)); scaler.counter.set_data(Tensor(meta['loss_scale_counter'], ms.int32))
             log('event', start, event='resumed', checkpoint=d.name)
     train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction)
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
@@ -532,9 +561,20 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     peak = cfg.peak_tflops * 1e12 * world if cfg.peak_tflops else measure_peak_flops() * (world if cfg.device != 'CPU' else 1)
 
     def save(step):
+        if rank != 0 and not sharded: return
+        t = _tensors(step_cell, model)
+        meta = {'config_hash': chash, 'config': hashed, 'seed': cfg.seed, 'data_position': step, 'world': world, 'zero': int(sharded),
+                'lr': lr_at(min(step, cfg.steps - 1), cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps)}
+        if scaler is not None: meta.update(loss_scale=float(scaler.scale_value.asnumpy()), loss_scale_counter=int(scaler.counter.asnumpy()))
+        extra = []
+        if sharded:  # ZeRO-1: every rank writes its own optimizer shard before rank 0 writes the manifest
+            d = ck.root/f'step_{step:08d}'
+            moments = {k: v for k, v in t.pop('optimizer').items() if not k.startswith('zero.')}  # master slices = slices of model.ckpt
+            msm.save_ms_weights(moments.items(), d/f'optimizer.rank{rank:04d}.ckpt', mc)
+            extra = [f'optimizer.rank{r:04d}.ckpt' for r in range(world)]
+            if barrier is not None: barrier()
         if rank == 0:
-            ck.save(step, _tensors(step_cell, model), {'config_hash': chash, 'config': hashed, 'seed': cfg.seed,
-                    'data_position': step, 'world': world, 'lr': lr_at(min(step, cfg.steps - 1), cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps)}, mc)
+            ck.save(step, t, meta, mc, extra)
             log('event', step, event='checkpoint', dir=f'step_{step:08d}')
 
     if start == 0 and rank == 0: log('val', 0, loss=evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_batches))
@@ -545,8 +585,8 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     try:
         for step, x in step_batches(source, start, cfg.data_workers):
             t_data = time.perf_counter()
-            loss, norm = step_cell(Tensor(x))
-            loss, norm = float(loss.asnumpy()), float(norm.asnumpy())
+            res = step_cell(Tensor(x))
+            loss, norm = float(res[0].asnumpy()), float(res[1].asnumpy())
             t_end = time.perf_counter()
             dt, wait = t_end - t_prev, t_data - t_prev
             t_prev = t_end
@@ -554,6 +594,10 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                    'tokens_per_s': tok_step / dt, 'mfu': tok_step / dt * fpt / peak, 'step_s': dt, 'data_wait_s': wait,
                    'rss_mb': round(host_rss_mb(), 1)}
             if (dm := device_memory_mb()) is not None: rec['device_mb'] = round(dm, 1)
+            if len(res) > 2:  # fp16: did the step apply, and with which loss scale
+                rec['loss_scale'] = float(res[3].asnumpy())
+                if not bool(res[2].asnumpy()):
+                    log('event', step + 1, event='overflow: step skipped, loss scale lowered', loss_scale=float(scaler.scale_value.asnumpy()))
             if source.G <= 64: rec['sample_ids'] = source.ids(step).tolist()
             log.console = console and ((step + 1) % cfg.log_every == 0 or step == 0)
             log('train', step + 1, **rec); log.console = console
@@ -565,10 +609,13 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                 log('val', done, loss=vl, ppl=math.exp(min(vl, 50)))
             if rank == 0 and cfg.sample_every and done % cfg.sample_every == 0:
                 for s in _samples(model, cfg, tmeta.get('tokenizer')): log('sample', done, text=s)
-            if done % cfg.save_every == 0 or done == cfg.steps or stop.signum:
+            # ZeRO-1 on several ranks saves only at agreed steps: every rank writes a shard, and a signal may reach the ranks at
+            # different steps (the run then resumes from the last regular checkpoint)
+            if done % cfg.save_every == 0 or done == cfg.steps or (stop.signum and not (sharded and world > 1)):
                 save(done)
             if stop.signum:
-                log('event', done, event=f'stopped by signal {stop.signum}: checkpoint saved')
+                saved = 'checkpoint saved' if not (sharded and world > 1) or done % cfg.save_every == 0 else 'resume from the last regular checkpoint'
+                log('event', done, event=f'stopped by signal {stop.signum}: {saved}')
                 bar.close(); log.close()
                 sys.exit(128 + stop.signum)
             t_prev = time.perf_counter()
@@ -579,7 +626,10 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     summary = {'steps': cfg.steps, 'resumed_from': start, 'world': world, 'final_val_loss': next((r['loss'] for r in reversed(read_metrics(out, 'val'))), None) if rank == 0 else None,
                'checkpoint': str(ck.root/f'step_{cfg.steps:08d}'), 'flops_per_token': fpt, 'peak_flops': peak, **{k: info[k] for k in ('train_windows', 'val_windows', 'epochs')}}
     digest = params_digest(model)
-    (out/'ranks').mkdir(exist_ok=True); (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, 'params_sha256': digest}))
+    opt_bytes = {k: sum(p.asnumpy().nbytes for p in step_cell.optimizer.get_parameters() if p.name.startswith(pre))
+                 for k, pre in (('adam_moments', ('adam_m.', 'adam_v.')), ('master_slices', ('zero.',)))}  # this rank's optimizer memory
+    (out/'ranks').mkdir(exist_ok=True)
+    (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, 'params_sha256': digest, 'optimizer_bytes': opt_bytes}))
     if rank == 0: (out/'summary.json').write_text(json.dumps({**summary, 'params_sha256': digest}, indent=1))
     log.close()
     return summary
@@ -589,11 +639,13 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
          set:Param('overrides key=value, e.g. --set steps=100 model.hidden_size=128', str, nargs='*')=None,
          device:Param('CPU, GPU or Ascend (overrides the config)', str)=None,
          out_dir:Param('run folder (overrides the config)', str)=None,
+         zero:Param('1: shard optimizer states over the ranks (ZeRO-1); 0: plain data parallel', int)=None,
+         precision:Param('fp32, fp16 (dynamic loss scaling) or bf16 (GPU/Ascend)', str)=None,
          resume:Param('continue from the latest good checkpoint in out_dir', store_true)=False,
          check:Param('validate config and data, print the plan, and exit', store_true)=False):
     "Pretrain a LLaMA-family model with MindSpore: single process, msrun, or mpirun data parallel."
     try:
-        ov = list(set or []) + ([f'device={device}'] if device else []) + ([f'out_dir={out_dir}'] if out_dir else [])
+        ov = list(set or []) + [f'{k}={v}' for k, v in (('device', device), ('out_dir', out_dir), ('zero', zero), ('precision', precision)) if v is not None]
         cfg = load_config(config, ov)
         rank, world = world_from_env()
         info = check_config(cfg, world)

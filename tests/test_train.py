@@ -10,46 +10,7 @@ import pytest
 
 import msllm_nb.train_llm as tl
 
-BIN = Path(sys.executable).parent
-STEPS = 12
-
-
-@pytest.fixture(scope='module')
-def tokens():
-    return tl.sample_tokens()
-
-
-def args(tokens, out, *extra, batch=8):
-    return ['--config', 'tiny', '--out_dir', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', f'batch_size={batch}',
-            'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
-
-
-def run(cmd, timeout=600, extra_env=None, **kw):
-    env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}", **(extra_env or {})}  # msrun/mpirun start `python` from PATH
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env, **kw)
-
-
-def train_records(out):
-    "step → (loss, sample ids) of the last record logged for each step (a resumed run re-logs the steps it redoes)."
-    return {r['step']: (r['loss'], r['sample_ids']) for r in tl.read_metrics(out, 'train')}
-
-
-def final_weights(out):
-    from msllm_nb.model import load_ms_weights
-    return load_ms_weights(Path(out) / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt')
-
-
-def digests(out, world):
-    return [json.loads((Path(out) / 'ranks' / f'rank_{r}.json').read_text())['params_sha256'] for r in range(world)]
-
-
-@pytest.fixture(scope='module')
-def reference(tokens, tmp_path_factory):
-    "One uninterrupted single-process run: 12 steps of 8 × 256 tokens."
-    out = tmp_path_factory.mktemp('ref')
-    r = run([BIN / 'train_llm', *args(tokens, out)])
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
+from train_helpers import BIN, STEPS, args, run, train_records, final_weights, digests, check_dp
 
 
 # ---- entry points and errors before compute
@@ -161,24 +122,10 @@ def test_sigterm_writes_a_checkpoint_and_resume_continues(tokens, reference, tmp
 
 # ---- data parallel
 
-def check_dp(out, reference, world=2):
-    ref_w, w = final_weights(reference), final_weights(out)
-    diff = max(float(np.abs(ref_w[k] - w[k]).max()) for k in ref_w)
-    assert diff <= 1e-4, diff
-    d = digests(out, world)
-    assert len(set(d)) == 1, d  # the ranks hold bitwise identical parameters
-    ref, got = train_records(reference), train_records(out)
-    assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)  # the same global batches
-    assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
-
-
 @pytest.mark.cluster
-def test_msrun_two_ranks_equal_one_process(tokens, reference, tmp_path):
-    r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
-             '--join=True', tl.__file__, *args(tokens, tmp_path, batch=4)], timeout=900)
-    assert r.returncode == 0, (tmp_path / 'logs' / 'worker_0.log').read_text()[-3000:]
-    check_dp(tmp_path, reference)
-    assert json.loads((tmp_path / 'summary.json').read_text())['world'] == 2
+def test_msrun_two_ranks_equal_one_process(msrun_dp, reference):
+    check_dp(msrun_dp, reference)
+    assert json.loads((msrun_dp / 'summary.json').read_text())['world'] == 2
 
 
 @pytest.mark.cluster

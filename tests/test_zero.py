@@ -1,0 +1,153 @@
+"""Chapter 07 through train_llm: ZeRO-1 under msrun is bitwise equal to plain data parallel, its per-rank checkpoints
+resume exactly (same or different rank count) and merge into the plain optimizer state; gradient accumulation equals
+the big batch; an fp16 overflow skips the step and halves the loss scale; the memory estimator's formulas and CLI."""
+import json, shutil
+from pathlib import Path
+import numpy as np
+import pytest
+
+import msllm_nb.model as msm
+import msllm_nb.train_llm as tl
+import msllm_nb.zero as z
+from train_helpers import BIN, STEPS, args, run, msrun, train_records, final_weights, digests, check_dp
+
+
+# ---- the estimator (no compute)
+
+def test_estimator_matches_the_formulas_for_7b():
+    c = msm.PRESETS['7b']; P = msm.param_count(c)
+    assert 6.7e9 < P < 6.8e9
+    m = z.estimate_memory(c, 4096, 1, 'mixed')
+    assert m['weights'] == 2 * P and m['gradients'] == 2 * P and m['optimizer'] == 12 * P  # 16 B/param: 7e9 → 112 GB
+    assert (m['weights'] + m['gradients'] + m['optimizer']) / P == 16
+    assert z.estimate_memory(c, 4096, 1, 'fp32')['optimizer'] == 8 * P
+    for stage, sharded in ((1, {'optimizer'}), (2, {'optimizer', 'gradients'}), (3, {'optimizer', 'gradients', 'weights'})):
+        s = z.estimate_memory(c, 4096, 1, 'mixed', dp=8, zero=stage)
+        for k in ('weights', 'gradients', 'optimizer'):
+            assert s[k] == pytest.approx(m[k] / 8 if k in sharded else m[k]), (stage, k)
+    # attention scores: heads × s² × 2 B per layer, gone with flash attention
+    a, f = z.activation_bytes(c, 4096, 1, 2), z.activation_bytes(c, 4096, 1, 2, flash=True)
+    assert a - f == c.num_hidden_layers * c.num_attention_heads * 4096 ** 2 * 2
+    assert z.activation_bytes(c, 4096, 1, 2, recompute=True) < a / 10
+    with pytest.raises(ValueError, match='zero 4'): z.estimate_memory(c, zero=4)
+
+
+def test_advice_follows_the_memory():
+    assert z.advise(msm.PRESETS['small'], 32, 8)['layout'] == 'DP×8'
+    r = z.advise(msm.PRESETS['7b'], 64, 8, seq_len=4096)
+    assert r['layout'].startswith('DP×8 + ZeRO') and r['per_device_gb'] <= 0.9 * 64
+    assert all(t['GB per device'] > 0.9 * 64 for t in r['tried'][:-1])  # every simpler layout was over budget
+    assert r['tutorial'].startswith('1B–13B')
+    assert z.advise(msm.PRESETS['7b'], 24, 1)['layout'] is None
+
+
+def test_comm_volume():
+    P = 1000
+    assert z.comm_bytes_per_step(P, 2, 0)['total'] == 4000  # all-reduce: 2 (N-1)/N × 4 B × P
+    assert z.comm_bytes_per_step(P, 8, 1)['total'] == z.comm_bytes_per_step(P, 8, 0)['total']
+    assert z.comm_bytes_per_step(P, 2, 1, reduce_scatter=False)['total'] == 6000
+
+
+def test_memory_cli(tmp_path):
+    r = run([BIN / 'msllm-memory', '--config', 'llama_7b', '--devices', '8', '--device_gb', '64', '--json_out'])
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out['seq_len'] == 4096 and out['gb_per_device']['DP']['total'] > out['gb_per_device']['ZeRO-1']['total']
+    assert out['advice']['layout'].startswith('DP×8')
+    r = run([BIN / 'msllm-memory', '--config', 'tiny', '--devices', '1', '--device_gb', '16'])
+    assert r.returncode == 0 and 'recommended on 1 × 16 GB' in r.stdout and 'ZeRO-1' not in r.stdout
+    r = run([BIN / 'msllm-memory', '--config', tmp_path / 'nope.yaml'])
+    assert r.returncode == 2 and 'nope.yaml: no such file' in r.stderr
+    r = run([BIN / 'msllm-memory', '--interconnect', 'carrier-pigeon'])
+    assert r.returncode == 2 and 'interconnect' in r.stderr
+
+
+@pytest.mark.parametrize('extra,message', [
+    (['zero=2'], 'zero must be 0 or 1'),
+    (['precision=bf16'], 'bf16 matmul is not supported on CPU'),
+    (['accum_steps=3'], 'accum_steps 3 must be ≥ 1 and divide batch_size 8'),
+    (['zero_impl=mindspore', 'zero=1'], "parallel optimizer only supports Ascend/GPU"),
+    (['precision=fp16', 'accum_steps=2'], 'fp16 with accum_steps > 1'),
+])
+def test_bad_settings_are_refused(tokens, tmp_path, extra, message):
+    r = run([BIN / 'train_llm', *args(tokens, tmp_path / 'run'), *extra])
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+
+
+# ---- ZeRO-1 under msrun
+
+@pytest.fixture(scope='module')
+def zero_run(tokens, tmp_path_factory):
+    return msrun(tokens, tmp_path_factory.mktemp('zero'), 'zero=1')
+
+
+@pytest.mark.cluster
+def test_zero1_is_bitwise_equal_to_data_parallel(zero_run, msrun_dp):
+    assert digests(zero_run, 2) == digests(msrun_dp, 2)  # all four replicas: identical bits
+    assert train_records(zero_run) == train_records(msrun_dp)  # the same losses, exactly
+    ranks = [json.loads((zero_run / 'ranks' / f'rank_{r}.json').read_text())['optimizer_bytes'] for r in range(2)]
+    plain = json.loads((msrun_dp / 'ranks' / 'rank_0.json').read_text())['optimizer_bytes']
+    assert all(r['adam_moments'] * 2 == plain['adam_moments'] for r in ranks)  # Adam's m and v: half per rank
+    d, dz = msrun_dp / 'checkpoints' / f'step_{STEPS:08d}', zero_run / 'checkpoints' / f'step_{STEPS:08d}'
+    shards = z.optimizer_files(dz)
+    assert [p.name for p in shards] == ['optimizer.rank0000.ckpt', 'optimizer.rank0001.ckpt'] and not (dz / 'optimizer.ckpt').exists()
+    assert all(0.49 < p.stat().st_size / (d / 'optimizer.ckpt').stat().st_size < 0.51 for p in shards)
+    assert tl.Checkpoints(zero_run / 'checkpoints').verify(dz) is None  # the manifest covers every rank's file
+
+
+@pytest.mark.cluster
+def test_zero1_shards_merge_into_the_plain_state(zero_run, msrun_dp, tmp_path):
+    dz = tmp_path / 'ck'; shutil.copytree(zero_run / 'checkpoints' / f'step_{STEPS:08d}', dz)
+    merged = msm.load_ms_weights(z.merge_zero_checkpoint(dz))
+    plain = msm.load_ms_weights(msrun_dp / 'checkpoints' / f'step_{STEPS:08d}' / 'optimizer.ckpt')
+    assert sorted(merged) == sorted(plain) and all(np.array_equal(merged[k], plain[k]) for k in plain)
+
+
+def truncate_to(run_dir, out, step):
+    "A copy of a run as if it had stopped right after checkpoint `step`."
+    shutil.copytree(run_dir, out)
+    for d in (out / 'checkpoints').glob('step_*'):
+        if int(d.name[5:]) > step: shutil.rmtree(d)
+    (out / 'checkpoints' / 'latest').write_text(f'step_{step:08d}\n')
+    (out / 'metrics.jsonl').write_text(''.join(l + '\n' for l in (out / 'metrics.jsonl').read_text().splitlines()
+                                               if json.loads(l)['step'] <= step and json.loads(l)['kind'] == 'train'))
+
+
+@pytest.mark.cluster
+def test_zero1_resume_is_exact(tokens, zero_run, tmp_path):
+    out = tmp_path / 'run'; truncate_to(zero_run, out, 6)
+    msrun(tokens, out, 'zero=1', '--resume')
+    assert [e['checkpoint'] for e in tl.read_metrics(out, 'event') if e['event'] == 'resumed'] == ['step_00000006']
+    assert digests(out, 2) == digests(zero_run, 2) and train_records(out) == train_records(zero_run)
+
+
+@pytest.mark.cluster
+def test_zero1_checkpoint_resumes_on_another_rank_count(tokens, zero_run, reference, tmp_path):
+    "Two ZeRO-1 shards, resumed by one process (with --zero 1: the merged state is re-sliced for one rank)."
+    out = tmp_path / 'run'; truncate_to(zero_run, out, 6)
+    r = run([BIN / 'train_llm', *args(tokens, out), '--zero', '1', '--resume'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_dp(out, reference, world=1)  # as close to the single-process reference as 2 ranks are
+
+
+# ---- accumulation and fp16 (one process)
+
+def test_accumulation_equals_the_big_batch(tokens, reference, tmp_path):
+    r = run([BIN / 'train_llm', *args(tokens, tmp_path, 'accum_steps=4')])
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_dp(tmp_path, reference, world=1)  # 4 micro-batches of 2 rows ≈ one batch of 8, within float tolerance
+
+
+def test_fp16_overflow_skips_the_step_and_halves_the_scale(tokens, tmp_path):
+    a = [*args(tokens, tmp_path), 'steps=5', 'seq_len=64', 'model.num_hidden_layers=1', 'val_every=5', 'save_every=5',
+         f'loss_scale={2.0 ** 24}', '--precision', 'fp16']
+    r = run([BIN / 'train_llm', *a])
+    assert r.returncode == 0, r.stderr[-3000:]
+    scales = [t['loss_scale'] for t in tl.read_metrics(tmp_path, 'train')]
+    ev = [e for e in tl.read_metrics(tmp_path, 'event') if e['event'].startswith('overflow')]
+    assert scales[0] == 2.0 ** 24 and ev and ev[0]['step'] == 1 and ev[0]['loss_scale'] == 2.0 ** 23
+    over = {e['step'] for e in ev}
+    for s in range(1, len(scales)):  # an overflow at step s halves step s+1's scale; otherwise it stays (window 1000)
+        assert scales[s] == scales[s - 1] / (2 if s in over else 1), (s, scales, over)
+    meta = json.loads((tmp_path / 'checkpoints' / 'step_00000005' / 'meta.json').read_text())
+    assert meta['loss_scale'] == scales[-1] / (2 if ev[-1]['step'] == 5 else 1)  # the scale after the last step is checkpointed

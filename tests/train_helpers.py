@@ -1,0 +1,51 @@
+"""Helpers shared by the train_llm tests (chapter 06 and 07): the common arguments, running a command, reading a run."""
+import json, os, subprocess, sys
+from pathlib import Path
+import numpy as np
+import msllm_nb.train_llm as tl
+
+BIN = Path(sys.executable).parent
+STEPS = 12
+
+
+def args(tokens, out, *extra, batch=8):
+    return ['--config', 'tiny', '--out_dir', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', f'batch_size={batch}',
+            'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
+
+
+def run(cmd, timeout=600, extra_env=None, **kw):
+    env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}", **(extra_env or {})}  # msrun/mpirun start `python` from PATH
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def train_records(out):
+    "step → (loss, sample ids) of the last record logged for each step (a resumed run re-logs the steps it redoes)."
+    return {r['step']: (r['loss'], r['sample_ids']) for r in tl.read_metrics(out, 'train')}
+
+
+def final_weights(out):
+    from msllm_nb.model import load_ms_weights
+    return load_ms_weights(Path(out) / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt')
+
+
+def digests(out, world):
+    return [json.loads((Path(out) / 'ranks' / f'rank_{r}.json').read_text())['params_sha256'] for r in range(world)]
+
+
+def msrun(tokens, out, *extra):
+    "train_llm under msrun with 2 local workers of 4 rows each (the reference's global batch)."
+    r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
+             '--join=True', tl.__file__, *args(tokens, out, *extra, batch=4)], timeout=900)
+    assert r.returncode == 0, (out / 'logs' / 'worker_0.log').read_text()[-3000:]
+    return out
+
+
+def check_dp(out, reference, world=2):
+    ref_w, w = final_weights(reference), final_weights(out)
+    diff = max(float(np.abs(ref_w[k] - w[k]).max()) for k in ref_w)
+    assert diff <= 1e-4, diff
+    d = digests(out, world)
+    assert len(set(d)) == 1, d  # the ranks hold bitwise identical parameters
+    ref, got = train_records(reference), train_records(out)
+    assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)  # the same global batches
+    assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
