@@ -176,3 +176,6 @@ def test_main_job_runs_every_chapter(tmp_path):
     assert '- sample:' in report and '.png)' in report
     assert 'Training run `06_train_dp/continued/run`' in report  # SmolLM2-135M continued pretraining is part of the main job
     assert (tmp_path / 'roadmap' / '06_train_dp' / 'msrun2' / 'checkpoints' / 'latest').exists()
+    # chapter 07: ZeRO-1 on 2 msrun ranks ran (its memory measurements are `slow`)
+    assert (tmp_path / 'roadmap' / '07_zero' / 'zero2' / 'checkpoints' / 'step_00000006' / 'optimizer.rank0001.ckpt').exists()
+    assert [c.split(' ', 1)[1] for c in summary['07_zero']['skipped_cells']] == ['(slow)', '(slow)']
