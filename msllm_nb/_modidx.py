@@ -309,7 +309,6 @@ d = { 'settings': { 'branch': 'main',
                                'msllm_nb.zero.merge_zero_checkpoint': ('zero.html#merge_zero_checkpoint', 'msllm_nb/zero.py'),
                                'msllm_nb.zero.merge_zero_shards': ('zero.html#merge_zero_shards', 'msllm_nb/zero.py'),
                                'msllm_nb.zero.optimizer_files': ('zero.html#optimizer_files', 'msllm_nb/zero.py'),
-                               'msllm_nb.zero.optimizer_state_bytes': ('zero.html#optimizer_state_bytes', 'msllm_nb/zero.py'),
                                'msllm_nb.zero.ordered_weights': ('zero.html#ordered_weights', 'msllm_nb/zero.py'),
                                'msllm_nb.zero.shard_optimizer_state': ('zero.html#shard_optimizer_state', 'msllm_nb/zero.py'),
                                'msllm_nb.zero.shard_slice': ('zero.html#shard_slice', 'msllm_nb/zero.py')}}}

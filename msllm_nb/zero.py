@@ -18,9 +18,9 @@ import msllm_nb.train_llm as tl
 # %% auto #0
 __all__ = ['GB', 'TUTORIAL_TABLE', 'activation_bytes', 'estimate_memory', 'measure_train_memory', 'advise', 'memory_cli',
            'clip_by_global_norm', 'lr_table', 'shard_slice', 'ShardedAdamW', 'ordered_weights', 'make_update',
-           'ShardedStep', 'comm_bytes_per_step', 'optimizer_state_bytes', 'Barrier', 'optimizer_files',
-           'merge_zero_shards', 'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint', 'AccumStep',
-           'LossScaledStep', 'build_step']
+           'ShardedStep', 'comm_bytes_per_step', 'Barrier', 'optimizer_files', 'merge_zero_shards',
+           'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint', 'AccumStep', 'LossScaledStep',
+           'build_step']
 
 # %% ../nbs/07_zero.ipynb #1b23e5cf
 GB = 1e9
@@ -254,10 +254,6 @@ def comm_bytes_per_step(n_params:int, world:int, zero:int=0, grad_bytes:int=4,
     if zero == 0: return {'all_reduce': 2 * f * S, 'total': 2 * f * S}
     red = {'reduce_scatter': f * S} if reduce_scatter else {'all_reduce': 2 * f * S}
     return {**red, 'all_gather': f * S, 'total': sum(red.values()) + f * S}
-
-def optimizer_state_bytes(step_cell:nn.Cell)->int:
-    "Bytes of Adam moments (and ZeRO master slices) held by this process's optimizer."
-    return sum(p.asnumpy().nbytes for p in step_cell.optimizer.get_parameters() if p.name.startswith(('adam_m.', 'adam_v.', 'zero.')))
 
 # %% ../nbs/07_zero.ipynb #2c73f050
 class Barrier(nn.Cell):
