@@ -15,7 +15,7 @@ from fastcore.script import call_parse, Param, store_true
 __all__ = ['SUPPORTED_PYTHON', 'dist_version', 'import_providers', 'module_dir', 'top_level_names', 'ms_plugins', 'cuda_info',
            'ascend_info', 'mf_version_map', 'mf_pairing', 'env_report', 'env_problems', 'format_report',
            'run_reference', 'torch_probe', 'ms_run_check', 'smoke_test', 'version_claims', 'env_cli',
-           'chapter_notebooks', 'run_notebook', 'run_roadmap', 'roadmap_report', 'roadmap_cli']
+           'chapter_notebooks', 'run_notebook', 'chapter_runs', 'run_roadmap', 'roadmap_report', 'roadmap_cli']
 
 # %% ../nbs/00_env.ipynb #724b1833
 def dist_version(name:str # distribution (pip) name, e.g. `mindspore`
@@ -374,28 +374,58 @@ def run_notebook(nb_path:Path, # notebook to execute
         os.chdir(cwd); Path(out_path).parent.mkdir(parents=True, exist_ok=True); write_nb(nb, out_path)
     return skipped
 
+def chapter_runs(chapter:str # the chapter's notebook name, e.g. `06_train_dp`
+                )->Path:
+    "A fresh folder for a chapter's runs: `$MSLLM_RUNS` (msllm-roadmap sets it) or `<tmp>/msllm_nb/<chapter>`, emptied first."
+    import tempfile
+    root = Path(os.environ.get('MSLLM_RUNS') or Path(tempfile.gettempdir())/'msllm_nb'/chapter)
+    if root.name != chapter:  # the folder is emptied: refuse anything that is not clearly this chapter's own
+        raise ValueError(f'MSLLM_RUNS={root}: the last folder name must be {chapter!r} (the folder is emptied on each run)')
+    shutil.rmtree(root, ignore_errors=True); root.mkdir(parents=True)
+    return root
+
+def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
+    "Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`)."
+    old = os.environ.get('MSLLM_RUNS')
+    os.environ['MSLLM_RUNS'] = str(out/nb.stem)  # where a chapter writes its runs (training, plots)
+    t0 = time.perf_counter()
+    try: skipped = run_notebook(nb, out/nb.name, flags)
+    finally:
+        if old is None: os.environ.pop('MSLLM_RUNS', None)
+        else: os.environ['MSLLM_RUNS'] = old
+    return {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped]}
+
 def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
                 out_dir:str|Path='runs/roadmap', # executed notebooks and the environment report go here
-                slow:bool=False # also run cells flagged `slow` (the SmolLM2-135M parity check)
+                slow:bool=False, # also run cells flagged `slow` (the SmolLM2-135M parity check)
+                workers:int=2 # chapters executed at once, each in its own process (1: one after another, in this process)
                )->dict:
-    "Write the environment report, then execute each chapter notebook in order into `out_dir`."
+    "Write the environment report, then execute every chapter notebook into `out_dir`; the first failure stops the run."
+    import concurrent.futures as cf, multiprocessing as mp
     from tqdm.auto import tqdm
-    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir).resolve(); out.mkdir(parents=True, exist_ok=True)
     report = env_report()
     (out/'env_report.json').write_text(json.dumps(report, indent=1, default=str))
     probs = env_problems(report)
     if probs: raise RuntimeError(f'environment cannot run the course: {probs[0]}')
-    summary, old = {}, os.environ.get('MSLLM_RUNS')
-    try:
-        for nb in (bar := tqdm(chapter_notebooks(nbs_dir), desc='roadmap')):
-            bar.set_postfix_str(nb.stem)
-            os.environ['MSLLM_RUNS'] = str(out.resolve()/nb.stem)  # where a chapter writes its runs (training, plots)
-            t0 = time.perf_counter()
-            skipped = run_notebook(nb.resolve(), out.resolve()/nb.name, ('gpu', 'ascend') + (() if slow else ('slow',)))
-            summary[nb.stem] = {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped]}
-    finally:
-        if old is None: os.environ.pop('MSLLM_RUNS', None)
-        else: os.environ['MSLLM_RUNS'] = old
+    nbs, flags = [p.resolve() for p in chapter_notebooks(nbs_dir)], ('gpu', 'ascend') + (() if slow else ('slow',))
+    summary, bar = {}, tqdm(total=len(nbs), desc='roadmap')
+    if workers <= 1:
+        for nb in nbs:
+            bar.set_postfix_str(nb.stem); summary[nb.stem] = _run_chapter(nb, out, flags); bar.update()
+    else:  # chapters are independent; the later ones train, so they start first and the short ones fill in
+        prev = json.loads((out/'summary.json').read_text()) if (out/'summary.json').exists() else {}
+        order = sorted(nbs, key=lambda p: (-prev.get(p.stem, {}).get('seconds', 0), -nbs.index(p)))
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) as ex:
+            futs = {ex.submit(_run_chapter, nb, out, flags): nb for nb in order}
+            try:
+                for f in cf.as_completed(futs):
+                    summary[futs[f].stem] = f.result(); bar.set_postfix_str(futs[f].stem); bar.update()
+            except BaseException:
+                for f in futs: f.cancel()  # chapters not started yet are dropped; running ones finish
+                raise
+        summary = {nb.stem: summary[nb.stem] for nb in nbs}  # roadmap order
+    bar.close()
     (out/'summary.json').write_text(json.dumps(summary, indent=1))
     (out/'report.md').write_text(roadmap_report(out, summary))
     return summary
@@ -424,9 +454,10 @@ def roadmap_report(out:Path, # the roadmap's output folder
 @call_parse
 def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
                 out:Param('output folder', str)='runs/roadmap',
-                slow:Param('also run the slow cells (the SmolLM2-135M parity check, ~2.5 min more)', store_true)=False):
+                slow:Param('also run the slow cells (the SmolLM2-135M parity check, ~2.5 min more)', store_true)=False,
+                workers:Param('chapters run at once, each in its own process (1: in order, in this process)', int)=2):
     "Run the whole roadmap: environment report, then every chapter notebook, outputs under `out`."
-    summary = run_roadmap(nbs, out, slow)
+    summary = run_roadmap(nbs, out, slow, workers)
     for k, v in summary.items():
         print(f"{k:<16} {v['seconds']:>7.1f}s" + (f"  skipped cells: {', '.join(v['skipped_cells'])}" if v['skipped_cells'] else ''))
     if any('(slow)' in c for v in summary.values() for c in v['skipped_cells']):

@@ -155,7 +155,7 @@ def test_roadmap_skips_slow_cells_unless_asked(tmp_path):
     assert not (nbs / 'slow.txt').exists() and (nbs / 'ran.txt').exists()
     assert json.loads((tmp_path / 'runs' / 'summary.json').read_text())['00_a']['skipped_cells'] == ['1 (slow)']
     assert 'skipped cells: 1 (slow)' in r.stdout and 'msllm-roadmap --slow' in r.stdout
-    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs2', '--slow'], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs2', '--slow', '--workers', '1'], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and (nbs / 'slow.txt').read_text() == 'ran'
     assert json.loads((tmp_path / 'runs2' / 'summary.json').read_text())['00_a']['skipped_cells'] == []
 
