@@ -403,6 +403,11 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
     cfg = TrainConfig(**d)
     for k, f in names.items():
         v = getattr(cfg, k)
+        if f.type in ('int', 'float') and isinstance(v, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
+            try: num = float(v)
+            except ValueError: pass
+            else:
+                if f.type == 'float' or num.is_integer(): v = int(num) if f.type == 'int' else num; setattr(cfg, k, v)
         if f.type in ('int', 'float') and (not isinstance(v, (int, float)) or isinstance(v, bool)):
             raise ValueError(f'{src}: {k} must be a number, got {v!r}')
     for k in ('seq_len', 'batch_size', 'steps', 'val_every', 'save_every', 'keep', 'log_every'):

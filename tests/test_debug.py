@@ -1,0 +1,78 @@
+"""Chapter 08 from the outside: `msllm-doctor` on healthy and broken runs made with the train_llm CLI (failures the
+notebook does not use: diverged ranks, a NaN from the command line, unreadable folders), and `msllm-commcheck` under
+a plain mpirun and with an unreachable scheduler."""
+import json, sys
+from pathlib import Path
+import pytest
+from train_helpers import BIN, run
+import msllm_nb.train_llm as tl
+
+ROOT_OK = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}  # CI runs as root
+
+
+def small(tokens, out, *extra):
+    "train_llm arguments for a short run of a 2-layer model on 64-token windows."
+    return ['--config', 'tiny', '--out_dir', str(out), '--set', f'token_dir={tokens}', 'steps=8', 'batch_size=4', 'seq_len=64',
+            'model.num_hidden_layers=2', 'warmup_steps=1', 'val_every=4', 'save_every=4', 'keep=2', 'progress=false',
+            'sample_prompts=[]', *extra]
+
+
+def doctor(run_dir, *extra):
+    r = run([BIN / 'msllm-doctor', run_dir, *extra])
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_healthy_runs_have_no_findings(reference, msrun_dp):
+    for d in (reference, msrun_dp):
+        code, out, err = doctor(d)
+        assert code == 0 and 'no findings' in out, out + err
+    code, out, _ = doctor(msrun_dp, '--json_out')
+    assert code == 0 and json.loads(out) == []
+
+
+def test_lr_typo_is_found_as_non_finite(tokens, tmp_path):
+    r = run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=1e6', 'min_lr=1e6', 'grad_clip=0')])
+    assert r.returncode == 0, r.stderr[-2000:]  # the run itself does not fail: that is the problem
+    code, out, _ = doctor(tmp_path, '--json_out')
+    found = json.loads(out)
+    assert code == 1 and [f['code'] for f in found] == ['non_finite_loss'] and found[0]['step'] <= 4, found
+    assert 'nan' in found[0]['evidence']
+
+
+@pytest.mark.cluster
+def test_unsynchronised_ranks_are_found(tokens, tmp_path):
+    r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
+             '--join=True', tl.__file__, *small(tokens, tmp_path, 'sync_grads=false')], timeout=600)
+    assert r.returncode == 0, (tmp_path / 'logs' / 'worker_0.log').read_text()[-3000:]
+    code, out, _ = doctor(tmp_path)
+    assert code == 1 and 'ranks_diverged' in out and '2 ranks end with 2 different parameter digests' in out, out
+
+
+def test_unreadable_run_folders_exit_2_and_say_why(tmp_path):
+    code, _, err = doctor(tmp_path)
+    assert code == 2 and 'no metrics.jsonl' in err and str(tmp_path) in err
+    (tmp_path / 'metrics.jsonl').write_text('{"kind": "train", "step": 1, "loss": 5.0}\n{"kind": "tr\n')
+    code, out, err = doctor(tmp_path)  # a torn last line (killed while writing) is reported and skipped, not fatal
+    assert code == 0 and "line(s) [2] are not metric records and were skipped (1 of 2)" in out, out + err
+
+
+@pytest.mark.cluster
+def test_commcheck_under_plain_mpirun(tmp_path):
+    r = run([BIN / 'mpirun', '-n', '2', '--oversubscribe', BIN / 'msllm-commcheck', '--sizes', '4096,1048576', '--iters', '3',
+             '--json_out', tmp_path / 'cc.json', '--status_dir', tmp_path / 'wd'],
+            timeout=300, extra_env={**ROOT_OK, 'MS_SCHED_PORT': str(tl.free_port())})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    res = json.loads((tmp_path / 'cc.json').read_text())
+    assert res['world'] == 2 and [x['bytes'] for x in res['rows']] == [4096, 1048576]
+    assert all(x['correct'] and x['bus_GBps'] > 0 for x in res['rows'])
+    assert 'all-reduce across 2 ranks on CPU' in r.stdout
+
+
+def test_commcheck_names_an_unreachable_scheduler():
+    r = run([BIN / 'msllm-commcheck', '--timeout', '2'], timeout=120,
+            extra_env={'MS_SCHED_HOST': 'no-such-host.invalid', 'MS_SCHED_PORT': '8118', 'MS_ROLE': 'MS_WORKER'})
+    assert r.returncode == 2 and 'MS_SCHED_HOST=no-such-host.invalid: cannot resolve the name' in r.stderr, r.stderr[-2000:]
+    port = tl.free_port()
+    r = run([BIN / 'msllm-commcheck', '--timeout', '2'], timeout=120,
+            extra_env={'MS_SCHED_HOST': '127.0.0.1', 'MS_SCHED_PORT': str(port), 'MS_ROLE': 'MS_WORKER'})
+    assert r.returncode == 2 and f'127.0.0.1:{port}: connection refused' in r.stderr, r.stderr[-2000:]
