@@ -33,10 +33,15 @@ class Finding:
 def check_non_finite(train:list[dict], # a run's `train` records
                      events:list[dict] # its `event` records
                     )->list[Finding]:
-    "The first step whose loss or gradient norm is NaN/Inf, and fp16 runs whose steps keep overflowing."
+    "The first step whose loss or gradient norm is NaN/Inf (a warning if `nan_policy: skip` dropped a few and the run recovered), and fp16 runs that keep overflowing."
     out = []
     bad = next((r for r in train if not (math.isfinite(r['loss']) and math.isfinite(r.get('grad_norm', 0.0)))), None)
-    if bad is not None:
+    skipped = [e for e in events if e.get('event') == 'non-finite: update skipped']
+    if bad is not None and skipped and math.isfinite(train[-1]['loss']) and len(skipped) <= max(1, len(train) // 10):
+        out.append(Finding('non_finite_skipped', 'warning', f"{len(skipped)} of {len(train)} updates were dropped for a NaN/Inf loss or "
+                           f"gradient (nan_policy: skip), first at step {skipped[0]['step']}; the loss recovered ({train[-1]['loss']:.4g} at the end)",
+                           "a rare bad batch or fault: look at that step's sample_ids in metrics.jsonl; if it recurs, lower lr", skipped[0]['step']))
+    elif bad is not None:
         last_ok = [r for r in train if r['step'] < bad['step']]
         ev = f"loss {bad['loss']}, grad norm {bad.get('grad_norm')} at step {bad['step']} (lr {bad.get('lr', float('nan')):.3g})"
         if last_ok: ev += f"; the step before: loss {last_ok[-1]['loss']:.4g}, grad norm {last_ok[-1].get('grad_norm', float('nan')):.4g}"
@@ -49,7 +54,7 @@ def check_non_finite(train:list[dict], # a run's `train` records
                            over[0]['step']))
     return out
 
-# %% ../nbs/08_debug.ipynb #bbc7723d
+# %% ../nbs/08_debug.ipynb #f0095f62
 def locate_non_finite(model, # a `msllm_nb.model.LlamaForCausalLM` (or any Cell)
                       ids:np.ndarray # a batch of token ids
                      )->dict:
@@ -73,7 +78,7 @@ def locate_non_finite(model, # a `msllm_nb.model.LlamaForCausalLM` (or any Cell)
     return {'first_non_finite_output': next((n for n, ok in order if not ok), None), 'cells_checked': len(order),
             'non_finite_params': bad_params}
 
-# %% ../nbs/08_debug.ipynb #daab159c
+# %% ../nbs/08_debug.ipynb #a934dee8
 def label_report(labels:np.ndarray, # (batch, seq) label ids; `ignore_index` marks positions without a loss
                  ignore_index:int=-100)->dict:
     "Fraction of masked labels and the rows whose labels are all masked (they contribute no loss at all)."
@@ -264,7 +269,7 @@ def doctor_cli(run_dir:Param('a train_llm out_dir', str),
         print(f'{run_dir}: ' + (f"{len(found)} finding(s)" if found else 'no findings: the run looks healthy'))
     if any(f.severity == 'error' for f in found): sys.exit(1)
 
-# %% ../nbs/08_debug.ipynb #cfc6829f
+# %% ../nbs/08_debug.ipynb #a00ae8d4
 def bus_bandwidth(nbytes:int, seconds:float, world:int)->tuple[float, float]:
     "(algorithm, bus) bandwidth in GB/s of an all-reduce of `nbytes` that took `seconds` on `world` ranks (ring: bus = alg·2(n−1)/n)."
     alg = nbytes / seconds / 1e9

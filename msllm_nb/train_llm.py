@@ -11,7 +11,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import numpy as np
 import mindspore as ms
-from mindspore import nn, ops, Tensor
+from mindspore import nn, ops, Tensor, ParameterTuple
 from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
 import msllm_nb.shards as mss
@@ -96,16 +96,23 @@ class LossCell(nn.Cell):
     def construct(self, ids): return self.loss_fn(self.model(ids), ids)
 
 class TrainStep(nn.Cell):
-    "One optimizer step: loss, gradients, all-reduce mean over ranks, global-norm clipping, AdamWeightDecay."
-    def __init__(self, loss_cell:nn.Cell, optimizer:nn.Optimizer, grad_clip:float=1.0, world:int=1,
-                 sync_grads:bool=True # False only to show what goes wrong: ranks then drift apart silently
+    "One optimizer step: loss, gradients, all-reduce mean over ranks, global-norm clipping, then the update."
+    def __init__(self, loss_cell:nn.Cell,
+                 optimizer:nn.Cell, # AdamWeightDecay here; any cell taking the gradients (chapter 07's ZeRO-1 `ShardedAdamW`)
+                 grad_clip:float=1.0, world:int=1,
+                 sync_grads:bool=True, # False only to show what goes wrong: ranks then drift apart silently
+                 weights:list|None=None, # the parameters differentiated (default: the optimizer's)
+                 skip_non_finite:bool=False # leave the weights untouched when the gradient norm is NaN/Inf (nan_policy: skip)
                 ):
         super().__init__(auto_prefix=False)
-        self.loss_cell, self.optimizer, self.weights = loss_cell, optimizer, optimizer.parameters
+        self.loss_cell, self.update = loss_cell, optimizer
+        self.weights = ParameterTuple(weights) if weights is not None else optimizer.parameters
         self.grad = ops.GradOperation(get_by_list=True)
-        self.clip, self.world = grad_clip, world
+        self.clip, self.world, self.skip_non_finite = grad_clip, world, skip_non_finite
         self.reducer = nn.DistributedGradReducer(self.weights, mean=True, degree=world) if world > 1 and sync_grads else None
         self.allreduce = ops.AllReduce() if world > 1 else None
+    @property
+    def optimizer(self): return getattr(self.update, 'optimizer', self.update)  # the cell whose state checkpoints save
     def construct(self, ids):
         loss = self.loss_cell(ids)
         grads = self.grad(self.loss_cell, self.weights)(ids)
@@ -114,7 +121,10 @@ class TrainStep(nn.Cell):
         norm = ops.sqrt(ops.addn([ops.square(g).sum() for g in grads]))
         scale = self.clip / ops.maximum(norm, self.clip) if self.clip > 0 else ops.ones_like(norm)
         grads = tuple([g * scale.astype(g.dtype) for g in grads])
-        return ops.depend(loss, self.optimizer(grads)), norm
+        if self.skip_non_finite:
+            if ops.isfinite(norm): loss = ops.depend(loss, self.update(grads))  # the norm is all-reduced: every rank agrees
+            return loss, norm
+        return ops.depend(loss, self.update(grads)), norm
 
 # %% ../nbs/06_train_dp.ipynb #58f0b58a
 class WindowRange:
@@ -362,6 +372,7 @@ class TrainConfig:
     precision: str = 'fp32'  # fp32; fp16 (fp16 compute, fp32 master weights, dynamic loss scaling); bf16 (GPU/Ascend)
     loss_scale: float = 65536.0  # fp16: the initial dynamic loss scale
     loss_scale_window: int = 1000  # fp16: overflow-free steps before the scale doubles
+    nan_policy: str = 'stop'  # a NaN/Inf loss or gradient norm: stop (raise, naming the step) or skip (drop that update, go on)
     progress: bool = True
 
 # what the numbers of a run depend on: a resumed run must agree on all of these
@@ -422,6 +433,8 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
         raise ValueError(f'{src}: accum_steps {cfg.accum_steps} must be ≥ 1 and divide batch_size {cfg.batch_size}')
     if cfg.precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'{src}: precision must be fp32, fp16 or bf16, got {cfg.precision!r}')
     if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{src}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
+    if cfg.nan_policy not in ('stop', 'skip'): raise ValueError(f'{src}: nan_policy must be stop or skip, got {cfg.nan_policy!r}')
+    if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{src}: nan_policy skip with accum_steps > 1 is not supported; use stop')
     if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{src}: precision fp16 with accum_steps > 1 is not supported; use one of them')
     if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{src}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
     model_config(cfg)  # model keys are checked too
@@ -539,7 +552,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
         step_cell = build_step(loss_cell, model, cfg, rank, world)
     else:
         opt = make_optimizer(model, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps)
-        step_cell = TrainStep(loss_cell, opt, cfg.grad_clip, world, cfg.sync_grads); step_cell.set_train()
+        step_cell = TrainStep(loss_cell, opt, cfg.grad_clip, world, cfg.sync_grads, skip_non_finite=cfg.nan_policy == 'skip'); step_cell.set_train()
     sharded = bool(cfg.zero) and cfg.zero_impl == 'collectives'
     scaler = getattr(step_cell, 'scaler', None)
     barrier = None
@@ -608,7 +621,16 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
             log('train', step + 1, **rec); log.console = console
             bar.update(1); bar.set_postfix(loss=f'{loss:.3f}')
             done = step + 1
-            if not math.isfinite(loss): log('event', done, event='non-finite loss', loss=loss)
+            if not (math.isfinite(loss) and (math.isfinite(norm) or scaler is not None)):  # fp16 overflow is the loss scaler's business
+                if cfg.nan_policy == 'skip': log('event', done, event='non-finite: update skipped', loss=loss, grad_norm=norm)
+                else:
+                    good = ck.steps()
+                    msg = (f'step {done}: loss {loss}, gradient norm {norm}: stopped (nan_policy: stop); '
+                           + (f'the last checkpoint is step {good[0]}' if good else 'no checkpoint was written yet')
+                           + '. Lower lr or lengthen warmup, keep grad_clip on, or set nan_policy: skip to drop such updates')
+                    log('event', done, event='non-finite: stopped', loss=loss, grad_norm=norm)
+                    bar.close(); log.close()
+                    raise FloatingPointError(msg)
             if rank == 0 and (done % cfg.val_every == 0 or done == cfg.steps):
                 vl = evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_batches)
                 log('val', done, loss=vl, ppl=math.exp(min(vl, 50)))
@@ -665,6 +687,9 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
     try: train(cfg, resume, rank, world)
     except ValueError as e:
         print(f'train_llm: {e}', file=sys.stderr); sys.exit(2)
+    except FloatingPointError as e:  # nan_policy: stop
+        if sched is not None: sched.kill()
+        print(f'train_llm: {e}', file=sys.stderr); sys.exit(3)
     except BaseException:
         if sched is not None: sched.kill()  # the scheduler would wait for this rank forever
         raise

@@ -18,9 +18,8 @@ import msllm_nb.train_llm as tl
 # %% auto #0
 __all__ = ['GB', 'TUTORIAL_TABLE', 'activation_bytes', 'estimate_memory', 'measure_train_memory', 'advise', 'memory_cli',
            'clip_by_global_norm', 'lr_table', 'shard_slice', 'ShardedAdamW', 'ordered_weights', 'make_update',
-           'ShardedStep', 'comm_bytes_per_step', 'Barrier', 'optimizer_files', 'merge_zero_shards',
-           'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint', 'AccumStep', 'LossScaledStep',
-           'build_step']
+           'comm_bytes_per_step', 'Barrier', 'optimizer_files', 'merge_zero_shards', 'shard_optimizer_state',
+           'load_step_state', 'merge_zero_checkpoint', 'AccumStep', 'LossScaledStep', 'build_step']
 
 # %% ../nbs/07_zero.ipynb #1b23e5cf
 GB = 1e9
@@ -229,21 +228,8 @@ class _StepCell(nn.Cell):
     @property
     def optimizer(self): return getattr(self.update, 'optimizer', self.update)
 
-class ShardedStep(_StepCell):
-    "`train_llm.TrainStep` (loss, gradients, all-reduce mean, clipping) with any update cell, e.g. `ShardedAdamW`."
-    def __init__(self, loss_cell:nn.Cell, weights:list, update:nn.Cell, grad_clip:float=1.0, world:int=1):
-        super().__init__(auto_prefix=False)
-        self.loss_cell, self.weights, self.update, self.clip, self.world = loss_cell, ParameterTuple(weights), update, grad_clip, world
-        self.grad = ops.GradOperation(get_by_list=True)
-        self.reducer = nn.DistributedGradReducer(self.weights, mean=True, degree=world) if world > 1 else None
-        self.allreduce = ops.AllReduce() if world > 1 else None
-    def construct(self, ids):
-        loss = self.loss_cell(ids)
-        grads = self.grad(self.loss_cell, self.weights)(ids)
-        if self.reducer is not None: grads = self.reducer(grads)
-        if self.world > 1: loss = self.allreduce(loss) / self.world
-        grads, norm = clip_by_global_norm(grads, self.clip)
-        return ops.depend(loss, self.update(grads)), norm
+# `train_llm.TrainStep` takes any update cell, so ZeRO-1 is `TrainStep(loss_cell, ShardedAdamW(...), weights=...)`: the
+# loss, gradients, all-reduce and clipping are the very code that plain data parallel runs.
 
 # %% ../nbs/07_zero.ipynb #2215d73b
 def comm_bytes_per_step(n_params:int, world:int, zero:int=0, grad_bytes:int=4,
@@ -395,6 +381,6 @@ def build_step(loss_cell:nn.Cell, model:nn.Cell, cfg:tl.TrainConfig, rank:int=0,
     if cfg.precision == 'fp16':
         step = LossScaledStep(loss_cell, weights, update, ms.amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window), cfg.grad_clip, world)
     elif cfg.accum_steps > 1: step = AccumStep(loss_cell, weights, update, cfg.accum_steps, cfg.grad_clip, world)
-    else: step = ShardedStep(loss_cell, weights, update, cfg.grad_clip, world)
+    else: step = tl.TrainStep(loss_cell, update, cfg.grad_clip, world, cfg.sync_grads, weights, skip_non_finite=cfg.nan_policy == 'skip')
     step.set_train()
     return step

@@ -30,9 +30,10 @@ def test_healthy_runs_have_no_findings(reference, msrun_dp):
     assert code == 0 and json.loads(out) == []
 
 
-def test_lr_typo_is_found_as_non_finite(tokens, tmp_path):
+def test_lr_typo_stops_the_run_and_is_found(tokens, tmp_path):
     r = run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=1e6', 'min_lr=1e6', 'grad_clip=0')])
-    assert r.returncode == 0, r.stderr[-2000:]  # the run itself does not fail: that is the problem
+    assert r.returncode == 3 and 'gradient norm nan: stopped (nan_policy: stop)' in r.stderr, r.stderr[-2000:]  # nan_policy: stop
+    assert not list(tmp_path.glob('checkpoints/step_*'))  # nothing non-finite was saved
     code, out, _ = doctor(tmp_path, '--json_out')
     found = json.loads(out)
     assert code == 1 and [f['code'] for f in found] == ['non_finite_loss'] and found[0]['step'] <= 4, found
