@@ -14,9 +14,9 @@ from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
 __all__ = ['Finding', 'check_non_finite', 'locate_non_finite', 'label_report', 'check_convergence', 'param_changes',
-           'check_frozen', 'lr_range_test', 'effective_batch', 'check_data_wait', 'repetition', 'check_samples',
-           'oom_remedies', 'check_ranks', 'doctor', 'doctor_cli', 'bus_bandwidth', 'check_endpoint', 'Watchdog',
-           'commcheck_cli']
+           'check_frozen', 'lr_range_test', 'effective_batch', 'check_data_wait', 'loader_throughput', 'repetition',
+           'check_samples', 'oom_remedies', 'rss_trace', 'check_ranks', 'doctor', 'doctor_cli', 'bus_bandwidth',
+           'check_endpoint', 'Watchdog', 'commcheck_cli']
 
 # %% ../nbs/08_debug.ipynb #56fbca76
 @dataclass
@@ -188,9 +188,27 @@ def check_data_wait(train:list[dict], # `train` records
                     tr[0]['step'])]
 
 # %% ../nbs/08_debug.ipynb #3c3f2a3a
+def loader_throughput(source, # random-access: source[i] returns a tuple of numpy arrays
+                      workers:int=1, # num_parallel_workers
+                      prefetch:int=4, # ds.config prefetch size
+                      n:int=200 # items to time
+                     )->float:
+    "Items per second through a MindSpore GeneratorDataset over `source`."
+    import mindspore.dataset as ds
+    old = ds.config.get_prefetch_size(); ds.config.set_prefetch_size(prefetch)
+    try:
+        d = ds.GeneratorDataset(source, ['x'], shuffle=False, num_parallel_workers=workers, python_multiprocessing=False)
+        it = d.create_tuple_iterator(num_epochs=1, output_numpy=True)
+        next(it); t0, k = time.perf_counter(), 0  # the first item pays for the pipeline's start
+        for k, _ in enumerate(it, 1):
+            if k >= n: break
+        return k / (time.perf_counter() - t0)
+    finally: ds.config.set_prefetch_size(old)
+
+# %% ../nbs/08_debug.ipynb #1723320b
 def repetition(text:str, n:int=3)->float:
     "Share of the text's character n-grams that repeat an earlier one (0: none repeat; →1: one n-gram over and over)."
-    t = re.sub(r'\s+', ' ', text).strip()
+    t = text  # runs of spaces or newlines are repetition too: nothing is stripped
     grams = [t[i:i + n] for i in range(len(t) - n + 1)]
     return 1 - len(set(grams)) / len(grams) if grams else 0.0
 
@@ -220,6 +238,19 @@ def oom_remedies(c, # a `msllm_nb.model.LlamaConfig`
         gb = estimate_memory(c, **kw)['total'] / 1e9
         rows.append({'remedy': name, 'GB_per_device': round(gb, 1), 'fits': gb <= 0.9 * device_gb})
     return rows
+
+# %% ../nbs/08_debug.ipynb #76141a97
+def rss_trace(code:str, # Python run in a fresh process; it may call `tick()` to record a sample
+              every:int=500 # ticks between samples
+             )->list[float]:
+    "Anonymous resident memory (MB: heap, not file pages) of a fresh Python process, sampled every `every` calls of `tick()` in `code`."
+    prog = ('import json, sys\nimport msllm_nb.train_llm as tl\ntrace, n = [], 0\n'
+            'def anon():\n    return next(int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("RssAnon:"))\n'
+            'def tick():\n    global n\n    n += 1\n    if n % EVERY == 0: trace.append(anon())\n'.replace('EVERY', str(every))
+            + code + '\ntrace.append(anon()); print(json.dumps(trace))')
+    r = subprocess.run([sys.executable, '-c', prog], capture_output=True, text=True, env={**os.environ, 'GLOG_v': '3'})
+    if r.returncode: raise RuntimeError(f'rss_trace: the child failed: {r.stderr[-2000:]}')
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 # %% ../nbs/08_debug.ipynb #919c40fd
 def check_ranks(run_dir:str|Path)->list[Finding]:
@@ -269,7 +300,7 @@ def doctor_cli(run_dir:Param('a train_llm out_dir', str),
         print(f'{run_dir}: ' + (f"{len(found)} finding(s)" if found else 'no findings: the run looks healthy'))
     if any(f.severity == 'error' for f in found): sys.exit(1)
 
-# %% ../nbs/08_debug.ipynb #a00ae8d4
+# %% ../nbs/08_debug.ipynb #39631e06
 def bus_bandwidth(nbytes:int, seconds:float, world:int)->tuple[float, float]:
     "(algorithm, bus) bandwidth in GB/s of an all-reduce of `nbytes` that took `seconds` on `world` ranks (ring: bus = alg·2(n−1)/n)."
     alg = nbytes / seconds / 1e9

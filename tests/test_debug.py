@@ -77,3 +77,13 @@ def test_commcheck_names_an_unreachable_scheduler():
     r = run([BIN / 'msllm-commcheck', '--timeout', '2'], timeout=120,
             extra_env={'MS_SCHED_HOST': '127.0.0.1', 'MS_SCHED_PORT': str(port), 'MS_ROLE': 'MS_WORKER'})
     assert r.returncode == 2 and f'127.0.0.1:{port}: connection refused' in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.cluster
+def test_commcheck_names_the_rank_that_never_arrives(tmp_path):
+    r = run([BIN / 'mpirun', '-n', '2', '--oversubscribe', BIN / 'msllm-commcheck', '--sizes', '4096,65536', '--iters', '2',
+             '--timeout', '6', '--hang_rank', '1', '--status_dir', tmp_path / 'wd'],
+            timeout=300, extra_env={**ROOT_OK, 'MS_SCHED_PORT': str(tl.free_port())})
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    assert 'rank 0: all-reduce #1 (65536 bytes) did not finish within 6s; rank(s) [1] never reached it' in out, out[-3000:]
