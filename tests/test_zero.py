@@ -151,3 +151,5 @@ def test_fp16_overflow_skips_the_step_and_halves_the_scale(tokens, tmp_path):
         assert scales[s] == scales[s - 1] / (2 if s in over else 1), (s, scales, over)
     meta = json.loads((tmp_path / 'checkpoints' / 'step_00000005' / 'meta.json').read_text())
     assert meta['loss_scale'] == scales[-1] / (2 if ev[-1]['step'] == 5 else 1)  # the scale after the last step is checkpointed
+    from msllm_nb.debug import doctor
+    assert 'non_finite_loss' not in [f.code for f in doctor(tmp_path)]  # overflows the scaler handled are not a broken run
