@@ -361,6 +361,9 @@ def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4
          json_out:Param('write the results as JSON here (rank 0)', str)=None,
          hang_rank:Param('for the demo: this rank never joins the second size, so the others time out', int)=-1):
     "All-reduce latency and bandwidth across the ranks of an msrun/mpirun job, with a correctness check and a hang detector."
+    if not any(k in os.environ for k in ('MS_ROLE', 'OMPI_COMM_WORLD_SIZE', 'RANK_TABLE_FILE')):
+        print('msllm-commcheck: not started by a launcher; run it on every rank, e.g. msrun --worker_num=2 --local_worker_num=2 '
+              '--master_port=8118 --join=True $(which msllm-commcheck), or mpirun -n 2 msllm-commcheck', file=sys.stderr); sys.exit(2)
     host, port = os.environ.get('MS_SCHED_HOST'), os.environ.get('MS_SCHED_PORT')
     if host and port and os.environ.get('MS_ROLE') != 'MS_SCHED':  # the scheduler may start a moment after the workers: retry before naming the problem
         t_end = time.time() + min(timeout, 30)
