@@ -15,7 +15,8 @@ from fastcore.script import call_parse, Param, store_true
 __all__ = ['SUPPORTED_PYTHON', 'dist_version', 'import_providers', 'module_dir', 'top_level_names', 'ms_plugins', 'cuda_info',
            'ascend_info', 'mf_version_map', 'mf_pairing', 'env_report', 'env_problems', 'format_report',
            'run_reference', 'torch_probe', 'ms_run_check', 'smoke_test', 'version_claims', 'env_cli',
-           'chapter_notebooks', 'run_notebook', 'chapter_runs', 'run_roadmap', 'roadmap_report', 'roadmap_cli']
+           'chapter_notebooks', 'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report',
+           'roadmap_cli']
 
 # %% ../nbs/00_env.ipynb #724b1833
 def dist_version(name:str # distribution (pip) name, e.g. `mindspore`
@@ -383,6 +384,15 @@ def chapter_runs(chapter:str # the chapter's notebook name, e.g. `06_train_dp`
         raise ValueError(f'MSLLM_RUNS={root}: the last folder name must be {chapter!r} (the folder is emptied on each run)')
     shutil.rmtree(root, ignore_errors=True); root.mkdir(parents=True)
     return root
+
+@contextlib.contextmanager
+def one_launch_at_a_time():
+    "Hold a machine-wide lock while a chapter runs a multi-process job (msrun/mpirun): chapters run two at a time."
+    import fcntl, tempfile
+    with open(Path(tempfile.gettempdir())/'msllm_nb_launch.lock', 'w') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # two msrun jobs side by side on 2 cores made a CPU all-reduce time out in CI
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
 
 def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
     "Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`)."
