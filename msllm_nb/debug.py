@@ -36,8 +36,9 @@ def check_non_finite(train:list[dict], # a run's `train` records
     "The first step whose loss or gradient norm is NaN/Inf (a warning if `nan_policy: skip` dropped a few and the run recovered), and fp16 runs that keep overflowing."
     out = []
     over = [e for e in events if e.get('event', '').startswith('overflow')]  # fp16: the loss scaler already skipped these
+    over_steps = {e['step'] for e in over}
     bad = next((r for r in train if not math.isfinite(r['loss'])
-                or (not math.isfinite(r.get('grad_norm', 0.0)) and r['step'] not in {e['step'] for e in over})), None)
+                or (not math.isfinite(r.get('grad_norm', 0.0)) and r['step'] not in over_steps)), None)
     skipped = [e for e in events if e.get('event') == 'non-finite: update skipped']
     if bad is not None and skipped and math.isfinite(train[-1]['loss']) and len(skipped) <= max(1, len(train) // 10):
         out.append(Finding('non_finite_skipped', 'warning', f"{len(skipped)} of {len(train)} updates were dropped for a NaN/Inf loss or "
