@@ -15,8 +15,8 @@ from fastcore.script import call_parse, Param, store_true
 # %% auto #0
 __all__ = ['Finding', 'check_non_finite', 'locate_non_finite', 'label_report', 'check_convergence', 'param_changes',
            'check_frozen', 'lr_range_test', 'effective_batch', 'check_data_wait', 'loader_throughput', 'repetition',
-           'check_samples', 'oom_remedies', 'rss_trace', 'check_ranks', 'doctor', 'doctor_cli', 'bus_bandwidth',
-           'check_endpoint', 'Watchdog', 'commcheck_cli']
+           'check_samples', 'loss_knee', 'oom_remedies', 'rss_trace', 'check_ranks', 'doctor', 'doctor_cli',
+           'bus_bandwidth', 'check_endpoint', 'Watchdog', 'commcheck_cli']
 
 # %% ../nbs/08_debug.ipynb #56fbca76
 @dataclass
@@ -33,17 +33,21 @@ class Finding:
 def check_non_finite(train:list[dict], # a run's `train` records
                      events:list[dict] # its `event` records
                     )->list[Finding]:
-    "The first step whose loss or gradient norm is NaN/Inf (a warning if `nan_policy: skip` dropped a few and the run recovered), and fp16 runs that keep overflowing."
+    "The first step whose loss or gradient norm is NaN/Inf (a warning if `nan_policy` skip/rollback handled a few and the run recovered), and fp16 runs that keep overflowing."
     out = []
     over = [e for e in events if e.get('event', '').startswith('overflow')]  # fp16: the loss scaler already skipped these
     over_steps = {e['step'] for e in over}
     bad = next((r for r in train if not math.isfinite(r['loss'])
                 or (not math.isfinite(r.get('grad_norm', 0.0)) and r['step'] not in over_steps)), None)
-    skipped = [e for e in events if e.get('event') == 'non-finite: update skipped']
-    if bad is not None and skipped and math.isfinite(train[-1]['loss']) and len(skipped) <= max(1, len(train) // 10):
-        out.append(Finding('non_finite_skipped', 'warning', f"{len(skipped)} of {len(train)} updates were dropped for a NaN/Inf loss or "
-                           f"gradient (nan_policy: skip), first at step {skipped[0]['step']}; the loss recovered ({train[-1]['loss']:.4g} at the end)",
-                           "a rare bad batch or fault: look at that step's sample_ids in metrics.jsonl; if it recurs, lower lr", skipped[0]['step']))
+    handled = [e for e in events if e.get('event') in ('non-finite: update skipped', 'non-finite: rolled back')]
+    if bad is not None and handled and math.isfinite(train[-1]['loss']) and len(handled) <= max(1, len(train) // 10):
+        rolled = [e for e in handled if e['event'] == 'non-finite: rolled back']
+        how = (f"rolled back {len(rolled)} time(s) (nan_policy: rollback, to {rolled[0]['checkpoint']} first, "
+               f"{sum(e.get('batches_dropped', 0) for e in rolled)} batches dropped)" if rolled else 'dropped (nan_policy: skip)')
+        out.append(Finding('non_finite_rolled_back' if rolled else 'non_finite_skipped', 'warning',
+                           f"{len(handled)} of {len(train)} steps had a NaN/Inf loss or gradient and were {how}, first at step "
+                           f"{handled[0]['step']}; the loss recovered ({train[-1]['loss']:.4g} at the end)",
+                           "a rare bad batch or fault: look at that step's sample_ids in metrics.jsonl; if it recurs, lower lr", handled[0]['step']))
     elif bad is not None:
         last_ok = [r for r in train if r['step'] < bad['step']]
         ev = f"loss {bad['loss']}, grad norm {bad.get('grad_norm')} at step {bad['step']} (lr {bad.get('lr', float('nan')):.3g})"
@@ -56,7 +60,7 @@ def check_non_finite(train:list[dict], # a run's `train` records
                            over[0]['step']))
     return out
 
-# %% ../nbs/08_debug.ipynb #f0095f62
+# %% ../nbs/08_debug.ipynb #53a6f1c4
 def locate_non_finite(model, # a `msllm_nb.model.LlamaForCausalLM` (or any Cell)
                       ids:np.ndarray # a batch of token ids
                      )->dict:
@@ -189,17 +193,18 @@ def check_data_wait(train:list[dict], # `train` records
                     'tokenize ahead of time (msllm-shard), raise data_workers and the prefetch size, put the token files on local disk',
                     tr[0]['step'])]
 
-# %% ../nbs/08_debug.ipynb #3c3f2a3a
-def loader_throughput(source, # random-access: source[i] returns a tuple of numpy arrays
+# %% ../nbs/08_debug.ipynb #45e367cb
+def loader_throughput(source, # random-access (source[i] returns a tuple of numpy arrays), or a MindRecord file
                       workers:int=1, # num_parallel_workers
                       prefetch:int=4, # ds.config prefetch size
                       n:int=200 # items to time
                      )->float:
-    "Items per second through a MindSpore GeneratorDataset over `source`."
+    "Items per second through a MindSpore loader: GeneratorDataset over `source`, or MindDataset if it is a MindRecord file."
     import mindspore.dataset as ds
     old = ds.config.get_prefetch_size(); ds.config.set_prefetch_size(prefetch)
     try:
-        d = ds.GeneratorDataset(source, ['x'], shuffle=False, num_parallel_workers=workers, python_multiprocessing=False)
+        if isinstance(source, (str, Path)): d = ds.MindDataset(str(source), shuffle=False, num_parallel_workers=workers)
+        else: d = ds.GeneratorDataset(source, ['x'], shuffle=False, num_parallel_workers=workers, python_multiprocessing=False)
         it = d.create_tuple_iterator(num_epochs=1, output_numpy=True)
         next(it); t0, k = time.perf_counter(), 0  # the first item pays for the pipeline's start
         for k, _ in enumerate(it, 1):
@@ -223,9 +228,22 @@ def check_samples(samples:list[dict], # `sample` records
     if not bad: return []
     return [Finding('repetitive_samples', 'warning', f'{len(bad)} sample(s) at step {last} are mostly repetition '
                     f'({repetition(bad[0]):.0%} repeated 3-grams): {bad[0][:60]!r}',
-                    'train longer (repetition fades after the loss knee), check deduplication (chapter 01), sample with temperature/top-p', last)]
+                    'judge samples with temperature/top-p, not greedy decoding (greedy stays repetitive long after the loss knee); train longer; check deduplication (chapter 01)', last)]
 
 # %% ../nbs/08_debug.ipynb #fe93876e
+def loss_knee(steps:list, # step numbers
+              losses:list, # the loss at each step
+              smooth:int=5 # moving-average window
+             )->int:
+    "The step where a falling loss curve bends: the point farthest below the chord from its first to its last value."
+    ok = np.isfinite(np.asarray(losses, float))  # a NaN step (nan_policy skip/rollback) is left out
+    if ok.sum() < smooth + 2: raise ValueError(f'loss_knee needs at least {smooth + 2} finite losses, got {int(ok.sum())}')
+    y = np.convolve(np.asarray(losses, float)[ok], np.ones(smooth) / smooth, mode='valid')
+    x = np.asarray(steps, float)[ok][smooth // 2: smooth // 2 + len(y)]
+    xn, yn = (x - x[0]) / (x[-1] - x[0]), (y - y[-1]) / ((y[0] - y[-1]) or 1)
+    return int(x[np.argmax((1 - xn) - yn)])
+
+# %% ../nbs/08_debug.ipynb #af2c1e9b
 def oom_remedies(c, # a `msllm_nb.model.LlamaConfig`
                  seq_len:int, micro_batch:int, dp:int, device_gb:float)->list[dict]:
     "Memory per device after each remedy of the tutorial's order, applied cumulatively, and whether it then fits."
@@ -241,7 +259,7 @@ def oom_remedies(c, # a `msllm_nb.model.LlamaConfig`
         rows.append({'remedy': name, 'GB_per_device': round(gb, 1), 'fits': gb <= 0.9 * device_gb})
     return rows
 
-# %% ../nbs/08_debug.ipynb #76141a97
+# %% ../nbs/08_debug.ipynb #70293129
 def rss_trace(code:str, # Python run in a fresh process; it may call `tick()` to record a sample
               every:int=500 # ticks between samples
              )->list[float]:
@@ -308,7 +326,7 @@ def bus_bandwidth(nbytes:int, seconds:float, world:int)->tuple[float, float]:
     alg = nbytes / seconds / 1e9
     return alg, alg * 2 * (world - 1) / world
 
-# %% ../nbs/08_debug.ipynb #daa10222
+# %% ../nbs/08_debug.ipynb #0870b5ca
 def check_endpoint(host:str, port:int, timeout:float=2.0)->str|None:
     "None if something accepts TCP connections at host:port, else why not (unresolvable name, refused, filtered)."
     try: addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4]

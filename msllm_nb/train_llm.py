@@ -6,7 +6,8 @@
 from __future__ import annotations
 import os, sys
 os.environ.setdefault('GLOG_v', '3')
-import dataclasses, hashlib, json, math, signal, socket, subprocess, time, zlib
+import csv, dataclasses, hashlib, json, math, shutil, signal, socket, subprocess, time, zlib
+from collections import defaultdict
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import numpy as np
@@ -20,9 +21,10 @@ import msllm_nb.shards as mss
 __all__ = ['CONFIG_DIR', 'CausalLMLoss', 'sample_tokens', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'TrainStep',
            'WindowRange', 'GlobalBatches', 'split_windows', 'step_batches', 'file_crc', 'Checkpoints',
            'flops_per_token', 'measure_peak_flops', 'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics',
-           'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed', 'TrainConfig', 'config_hash',
-           'load_config', 'model_config', 'check_config', 'params_digest', 'evaluate', 'load_tokenizer', 'train',
-           'main', 'hf_token_folder']
+           'top_operators', 'start_profiler', 'profile_steps', 'profile_text', 'free_port', 'world_from_env',
+           'setup_openmpi', 'init_distributed', 'TrainConfig', 'config_hash', 'load_config', 'model_config',
+           'check_config', 'set_schedule_step', 'params_digest', 'evaluate', 'load_tokenizer', 'train', 'main',
+           'hf_token_folder']
 
 # %% ../nbs/06_train_dp.ipynb #8e6a8084
 class CausalLMLoss(nn.Cell):
@@ -290,6 +292,74 @@ def read_metrics(run_dir:str|Path, kind:str|None=None)->list[dict]:
     return [r for r in recs if kind is None or r['kind'] == kind]
 
 # %% ../nbs/06_train_dp.ipynb #21ea5604
+def _op_place(full_name:str)->tuple[str, str]:
+    "(phase, module) of a profiled operator from its scope name: the block of a decoder layer, else the innermost cell."
+    parts = full_name.split('/')
+    if parts[0] == 'Expand': return 'backward', f'(expanded {parts[1]})'  # composite ops the compiler expanded, mostly gradients
+    cells = [tuple(p.split('-', 1)) for p in parts[:-1] if '-' in p]
+    if any(n == 'update' or 'Adam' in c or 'Optimizer' in c for n, c in cells): return 'optimizer', 'optimizer'
+    phase = 'backward' if parts[0] == 'Gradients' else 'forward'
+    idx = [i for i, (n, _) in enumerate(cells) if n.isdigit()]
+    if idx and idx[-1] + 1 < len(cells): n, c = cells[idx[-1] + 1]
+    else: n, c = next(((n, c) for n, c in reversed(cells) if c != 'CellList'), ('(no cell)', ''))
+    return phase, f'{n} ({c})' if c else n
+
+def top_operators(profile_dir:str|Path, # a MindSpore profiler output folder (its `output_path`)
+                  steps:int=1, # steps profiled: times are reported per step
+                  top:int=12 # rows kept per table
+                 )->dict:
+    "Operator time per step from MindSpore's profiler output: by operator type, by phase, and forward time by module."
+    d = Path(profile_dir)
+    if files := sorted(d.glob('**/FRAMEWORK/cpu_op_detail_info_*.csv')):  # CPU
+        recs = [(r['op_type'], r['full_op_name'], float(r['op_total_time(ms)'])) for f in files for r in csv.DictReader(open(f))]
+    elif files := sorted(d.glob('**/ASCEND_PROFILER_OUTPUT/kernel_details.csv')):  # Ascend's layout; not exercised on this CPU machine
+        recs = [(r['Type'], r['Name'], float(r['Duration(us)']) / 1e3) for f in files for r in csv.DictReader(open(f))]
+    else: raise FileNotFoundError(f'{d}: no operator table from the profiler (FRAMEWORK/cpu_op_detail_info_*.csv or '
+                                  'ASCEND_PROFILER_OUTPUT/kernel_details.csv): did the profiled steps run on this rank?')
+    total = sum(r[2] for r in recs)
+    by_op, kernels, by_phase, by_mod = defaultdict(float), defaultdict(int), defaultdict(float), defaultdict(float)
+    for typ, name, ms_ in recs:
+        phase, mod = _op_place(name)
+        by_op[typ] += ms_; kernels[typ] += 1; by_phase[phase] += ms_
+        if phase == 'forward': by_mod[mod] += ms_
+    table = lambda dd, key: [{key: k, 'ms_per_step': v / steps, 'share': v / total} for k, v in sorted(dd.items(), key=lambda kv: -kv[1])]
+    ops = table(by_op, 'op')
+    for o in ops: o['kernels_per_step'] = kernels[o['op']] / steps
+    return {'ops': ops[:top], 'other_ops_share': sum(o['share'] for o in ops[top:]), 'phases': table(by_phase, 'phase'),
+            'forward_modules': table(by_mod, 'module')[:top], 'op_ms_per_step': total / steps}
+
+def start_profiler(out_dir:str|Path # profiler output folder (emptied first)
+                  )->ms.Profiler:
+    "Start MindSpore's profiler: host operators on CPU, and device kernels on GPU/Ascend."
+    from mindspore.profiler import ProfilerActivity
+    out_dir = Path(out_dir); shutil.rmtree(out_dir, ignore_errors=True); out_dir.mkdir(parents=True)
+    dev = ms.get_context('device_target')
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.NPU] if dev == 'Ascend' else [ProfilerActivity.GPU] if dev == 'GPU' else [])
+    prof = ms.Profiler(output_path=str(out_dir), activities=acts); prof.start()
+    return prof
+
+def profile_steps(step_fn, # called once per step, e.g. `lambda: step_cell(x)[0].asnumpy()` (it must wait for the result)
+                  out_dir:str|Path, # profiler output folder (emptied first)
+                  steps:int=3, # steps profiled
+                  warmup:int=1, # steps run first, unprofiled (the first one compiles)
+                  top:int=12)->dict:
+    "Run `step_fn` under MindSpore's profiler; `top_operators` of the profiled steps plus their wall time."
+    for _ in range(warmup): step_fn()
+    prof = start_profiler(out_dir); t = time.perf_counter()
+    for _ in range(steps): step_fn()
+    wall = (time.perf_counter() - t) / steps
+    prof.stop(); prof.analyse()
+    return {**top_operators(out_dir, steps, top), 'wall_ms_per_step': wall * 1e3, 'dir': str(out_dir)}
+
+def profile_text(r:dict, # `top_operators` / `profile_steps` result
+                 top:int=8)->str:
+    "The top operators and the phases of a profile as a Markdown table."
+    rows = ['| operator | ms/step | share | kernels/step |', '|---|---|---|---|']
+    rows += [f"| {o['op']} | {o['ms_per_step']:.1f} | {o['share']:.1%} | {o['kernels_per_step']:.0f} |" for o in r['ops'][:top]]
+    rows.append(f"| (other operator types) | | {r['other_ops_share'] + sum(o['share'] for o in r['ops'][top:]):.1%} | |")
+    return '\n'.join(rows) + '\n\n' + ', '.join(f"{p['phase']} {p['share']:.0%}" for p in r['phases']) + f" of {r['op_ms_per_step']:.0f} ms operator time per step"
+
+# %% ../nbs/06_train_dp.ipynb #8dc48a8e
 def free_port()->int:
     "A TCP port that is free on this host now."
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
@@ -329,7 +399,7 @@ def init_distributed(port:int=8118)->tuple[int, int, subprocess.Popen|None]:
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     return get_rank(), get_group_size(), sched
 
-# %% ../nbs/06_train_dp.ipynb #541b52b5
+# %% ../nbs/06_train_dp.ipynb #b67c5a30
 CONFIG_DIR = Path(msm.__file__).parent/'configs'  # the YAML files shipped with the package
 
 @dataclass
@@ -372,7 +442,9 @@ class TrainConfig:
     precision: str = 'fp32'  # fp32; fp16 (fp16 compute, fp32 master weights, dynamic loss scaling); bf16 (GPU/Ascend)
     loss_scale: float = 65536.0  # fp16: the initial dynamic loss scale
     loss_scale_window: int = 1000  # fp16: overflow-free steps before the scale doubles
-    nan_policy: str = 'stop'  # a NaN/Inf loss or gradient norm: stop (raise, naming the step) or skip (drop that update, go on)
+    nan_policy: str = 'stop'  # a NaN/Inf loss or gradient norm: stop (raise, naming the step), skip (drop that update, go on)
+    # or rollback (reload the last good checkpoint and go on with the batches after the bad one)
+    profile_steps: int = 0  # >0: profile that many steps (after 2 unprofiled ones) with MindSpore's profiler → profile/top_ops.json
     progress: bool = True
 
 # what the numbers of a run depend on: a resumed run must agree on all of these
@@ -433,7 +505,8 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
         raise ValueError(f'{src}: accum_steps {cfg.accum_steps} must be ≥ 1 and divide batch_size {cfg.batch_size}')
     if cfg.precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'{src}: precision must be fp32, fp16 or bf16, got {cfg.precision!r}')
     if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{src}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
-    if cfg.nan_policy not in ('stop', 'skip'): raise ValueError(f'{src}: nan_policy must be stop or skip, got {cfg.nan_policy!r}')
+    if cfg.nan_policy not in ('stop', 'skip', 'rollback'): raise ValueError(f'{src}: nan_policy must be stop, skip or rollback, got {cfg.nan_policy!r}')
+    if cfg.profile_steps < 0: raise ValueError(f'{src}: profile_steps must be ≥ 0, got {cfg.profile_steps}')
     if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{src}: nan_policy skip with accum_steps > 1 is not supported; use stop')
     if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{src}: precision fp16 with accum_steps > 1 is not supported; use one of them')
     if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{src}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
@@ -470,7 +543,7 @@ def check_config(cfg:TrainConfig, world:int=1)->dict:
     return {'model': mc, 'train_windows': len(train_w), 'val_windows': len(val_w), 'meta': meta,
             'epochs': cfg.steps * G / len(train_w)}
 
-# %% ../nbs/06_train_dp.ipynb #4304172c
+# %% ../nbs/06_train_dp.ipynb #582069b4
 class _Stop:
     "Remembers the first SIGTERM/SIGINT so the loop can checkpoint at a step boundary and exit."
     def __init__(self): self.signum = None
@@ -480,6 +553,11 @@ class _Stop:
     def restore(self):
         "Put back the handlers found at install (a notebook kernel needs its SIGINT back for Interrupt)."
         for s, h in getattr(self, 'old', {}).items(): signal.signal(s, h)
+
+def set_schedule_step(step_cell:nn.Cell, step:int):
+    "Set the optimizer's step counter, which indexes the learning-rate table (after a dropped update or a rollback)."
+    for p in step_cell.optimizer.get_parameters():
+        if p.name.endswith('global_step'): p.set_data(Tensor(np.full(p.shape, step, ms.dtype_to_nptype(p.dtype))))
 
 def _tensors(step_cell:TrainStep, model:nn.Cell)->dict:
     "{'model': weights (MindFormers names), 'optimizer': moments, step and LR table} as numpy arrays."
@@ -569,9 +647,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                 diff = sorted(k for k in hashed if meta['config'].get(k) != hashed[k])
                 raise ValueError(f'{d}: the checkpoint was written with a different config ({diff}); resume needs the same values')
             from msllm_nb.zero import load_step_state
-            load_step_state(step_cell, model, d, int(sharded), rank, world); start = meta['step']
-            if scaler is not None and 'loss_scale' in meta:
-                scaler.scale_value.set_data(Tensor(meta['loss_scale'], ms.float32)); scaler.counter.set_data(Tensor(meta['loss_scale_counter'], ms.int32))
+            load_step_state(step_cell, model, d, int(sharded), rank, world, scaler, meta); start = meta['step']
             log('event', start, event='resumed', checkpoint=d.name)
     train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction)
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
@@ -600,8 +676,11 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     bar = tqdm(total=cfg.steps, initial=start, desc='train', disable=rank != 0 or not cfg.progress or not (sys.stderr.isatty() or 'ipykernel' in sys.modules))
     tok_step, t_prev = cfg.batch_size * world * cfg.seq_len, time.perf_counter()
     stop = _Stop(); stop.install()
+    rollbacks = {}  # checkpoint name → times rolled back to it (nan_policy: rollback)
+    prof, prof_at = None, (start + 2 if cfg.profile_steps and rank == 0 else -1)
     try:
         for step, x in step_batches(source, start, cfg.data_workers):
+            if step == prof_at: prof = start_profiler(out/'profile')
             t_data = time.perf_counter()
             res = step_cell(Tensor(x))
             loss, norm = float(res[0].asnumpy()), float(res[1].asnumpy())
@@ -621,13 +700,30 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
             log('train', step + 1, **rec); log.console = console
             bar.update(1); bar.set_postfix(loss=f'{loss:.3f}')
             done = step + 1
+            if prof is not None and done == prof_at + cfg.profile_steps:  # profiled steps are slower: their tokens/s shows it
+                prof.stop(); prof.analyse(); prof = None
+                top = top_operators(out/'profile', cfg.profile_steps)
+                (out/'profile'/'top_ops.json').write_text(json.dumps(top, indent=1))
+                log('event', done, event='profiled', steps=f'{prof_at + 1}-{done}', top=', '.join(f"{o['op']} {o['share']:.0%}" for o in top['ops'][:4]))
             if not (math.isfinite(loss) and (math.isfinite(norm) or scaler is not None)):  # fp16 overflow is the loss scaler's business
-                if cfg.nan_policy == 'skip': log('event', done, event='non-finite: update skipped', loss=loss, grad_norm=norm)
+                found = ck.latest_good() if cfg.nan_policy == 'rollback' else None
+                if cfg.nan_policy == 'skip':
+                    set_schedule_step(step_cell, done)  # the dropped step still advances the learning-rate schedule
+                    log('event', done, event='non-finite: update skipped', loss=loss, grad_norm=norm)
+                elif found is not None and rollbacks.get(found[0].name, 0) < 3:
+                    from msllm_nb.zero import load_step_state
+                    load_step_state(step_cell, model, found[0], int(sharded), rank, world, scaler, found[1])
+                    set_schedule_step(step_cell, done)  # weights of the checkpoint; the data and the schedule go on from here
+                    rollbacks[found[0].name] = rollbacks.get(found[0].name, 0) + 1
+                    log('event', done, event='non-finite: rolled back', checkpoint=found[0].name, loss=loss, grad_norm=norm,
+                        batches_dropped=done - found[1]['step'])
                 else:
                     good = ck.steps()
-                    msg = (f'step {done}: loss {loss}, gradient norm {norm}: stopped (nan_policy: stop); '
+                    why = ('stopped (nan_policy: stop)' if cfg.nan_policy == 'stop' else 'no checkpoint to roll back to: stopped' if found is None
+                           else f'rolled back to {found[0].name} 3 times already: stopped')
+                    msg = (f'step {done}: loss {loss}, gradient norm {norm}: {why}; '
                            + (f'the last checkpoint is step {good[0]}' if good else 'no checkpoint was written yet')
-                           + '. Lower lr or lengthen warmup, keep grad_clip on, or set nan_policy: skip to drop such updates')
+                           + '. Lower lr or lengthen warmup, keep grad_clip on, or set nan_policy: skip or rollback for rare bad batches')
                     log('event', done, event='non-finite: stopped', loss=loss, grad_norm=norm)
                     bar.close(); log.close()
                     raise FloatingPointError(msg)
@@ -646,7 +742,9 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                 bar.close(); log.close()
                 sys.exit(128 + stop.signum)
             t_prev = time.perf_counter()
-    finally: stop.restore()  # also on errors: a notebook kernel needs its SIGINT back
+    finally:
+        stop.restore()  # also on errors: a notebook kernel needs its SIGINT back
+        if prof is not None: prof.stop()  # the run ended inside the profiled steps
     bar.close()
     if rank == 0 and not cfg.sample_every:
         for s in _samples(model, cfg, tmeta.get('tokenizer')): log('sample', cfg.steps, text=s)

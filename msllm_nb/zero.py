@@ -279,7 +279,10 @@ def shard_optimizer_state(full:dict, # a plain optimizer state plus the model we
         else: out[f'zero.{k}'] = shard_slice(v, rank, world)
     return out
 
-def load_step_state(step_cell:nn.Cell, model:nn.Cell, d:str|Path, zero:int=0, rank:int=0, world:int=1):
+def load_step_state(step_cell:nn.Cell, model:nn.Cell, d:str|Path, zero:int=0, rank:int=0, world:int=1,
+                    scaler=None, # fp16: the step's DynamicLossScaler, given the checkpoint's loss scale back
+                    meta:dict|None=None # the checkpoint's meta.json (holds the loss scale)
+                   ):
     "Load a checkpoint folder into a step cell: plain or ZeRO-1 shards from any rank count, into a plain or ZeRO-1 step."
     d = Path(d)
     weights = ms.load_checkpoint(str(d/'model.ckpt'))
@@ -295,6 +298,8 @@ def load_step_state(step_cell:nn.Cell, model:nn.Cell, d:str|Path, zero:int=0, ra
     missing, _ = ms.load_param_into_net(step_cell, {**weights, **opt}, strict_load=True)
     missing = [m for m in missing if not m.startswith('accum.')]  # gradient accumulators are zero at every step boundary
     if missing: raise ValueError(f'{d}: parameters missing from the checkpoint: {missing[:5]}')
+    if scaler is not None and meta and 'loss_scale' in meta:
+        scaler.scale_value.set_data(Tensor(meta['loss_scale'], ms.float32)); scaler.counter.set_data(Tensor(meta['loss_scale_counter'], ms.int32))
 
 def merge_zero_checkpoint(d:str|Path)->Path:
     "Write optimizer.ckpt (the full state) into a ZeRO-1 checkpoint folder, so that a plain run on any rank count resumes from it."

@@ -89,3 +89,43 @@ def test_commcheck_names_the_rank_that_never_arrives(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0, out[-3000:]
     assert 'rank 0: all-reduce #1 (65536 bytes) did not finish within 6s; rank(s) [1] never reached it' in out, out[-3000:]
+
+
+POISONED = '''import sys, numpy as np, mindspore as ms, msllm_nb.train_llm as tl
+models = []
+class Capture(tl.LossCell):
+    def __init__(self, model):
+        super().__init__(model); models.append(model)
+BAD, CRASH, _batches = int(sys.argv[1]), int(sys.argv[2]), tl.step_batches
+def batches(*a, **k):
+    for i, x in _batches(*a, **k):
+        if i + 1 == CRASH: raise SystemExit(9)  # the process dies before step CRASH
+        if i + 1 == BAD:  # a corrupted weight (a flipped bit): the loss of step BAD is NaN
+            w = models[-1].model.norm_out.weight; w.set_data(ms.Tensor(np.full(w.shape, np.nan, np.float32)))
+        yield i, x
+tl.LossCell, tl.step_batches = Capture, batches
+sys.argv = ['train_llm'] + sys.argv[3:]
+tl.main()
+'''
+
+
+def test_rollback_reloads_the_last_checkpoint_and_resumes_exactly(tokens, tmp_path):
+    "nan_policy rollback: a NaN at step 5 reloads step 4 and goes on; a crash after the rollback resumes to the same weights."
+    (tmp_path / 'poisoned.py').write_text(POISONED)
+    def go(out, bad, crash, *extra):
+        return run([sys.executable, tmp_path / 'poisoned.py', bad, crash, *small(tokens, out, 'nan_policy=rollback', 'save_every=2', 'keep=3'), *extra])
+    r = go(tmp_path / 'a', 5, 0)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ev = [e for e in tl.read_metrics(tmp_path / 'a', 'event') if e['event'].startswith('non-finite')]
+    assert [(e['step'], e['event'], e['checkpoint'], e['batches_dropped']) for e in ev] == [(5, 'non-finite: rolled back', 'step_00000004', 1)]
+    code, out, _ = doctor(tmp_path / 'a', '--json_out')
+    assert [f['code'] for f in json.loads(out)] == ['non_finite_rolled_back'], out
+    r = go(tmp_path / 'b', 5, 6)  # dies after the rollback, before the step-6 checkpoint ...
+    assert r.returncode == 9 and tl.Checkpoints(tmp_path / 'b' / 'checkpoints').steps()[0] == 4, r.stderr[-3000:]
+    r = go(tmp_path / 'b', 5, 0, '--resume')  # ... resumes from step 4, meets the bad batch again and rolls back again
+    assert r.returncode == 0, r.stderr[-3000:]
+    from msllm_nb.model import load_ms_weights
+    wa, wb = (load_ms_weights(tmp_path / x / 'checkpoints' / 'step_00000008' / 'model.ckpt') for x in 'ab')
+    assert all((wa[k] == wb[k]).all() for k in wa)  # bitwise
+    r = go(tmp_path / 'c', 1, 0)  # nothing saved yet: nothing to roll back to
+    assert r.returncode == 3 and 'no checkpoint to roll back to: stopped' in r.stderr, r.stderr[-2000:]

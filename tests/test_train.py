@@ -35,7 +35,8 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['token_dir=/nonexistent/tokens'], 'token_dir /nonexistent/tokens: no such folder'),
     (['batch_size=20000'], 'needs 20000 windows'),
     (['lr=fast'], 'lr must be a number'),
-    (['nan_policy=ignore'], "nan_policy must be stop or skip, got 'ignore'"),
+    (['nan_policy=ignore'], "nan_policy must be stop, skip or rollback, got 'ignore'"),
+    (['profile_steps=-1'], 'profile_steps must be ≥ 0, got -1'),
 ])
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
     a = args(tokens, tmp_path / 'run')
