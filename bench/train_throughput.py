@@ -17,6 +17,7 @@ float32 matmul in its own process.
     python bench/train_throughput.py            # all sizes; writes bench/results/train_throughput.md
     python bench/train_throughput.py --quick    # the tiny size only (a minute or two)
     python bench/train_throughput.py --variants # MindSpore settings tried, each against the shipped one
+    python bench/train_throughput.py --quick --profile  # plus each side's top operators (profiled after the timing)
 """
 import argparse, math, multiprocessing as mp, os, signal, statistics, sys, tempfile, time
 from pathlib import Path
@@ -124,9 +125,11 @@ def _ms_to_torch_name(n):
 VARIANTS = {
     'baseline': 'train_llm as shipped: GRAPH mode, jit_level default (O0), log_softmax + gather loss',
     'jit_level O1': "ms.set_context(jit_config={'jit_level': 'O1'})",
-    'graph kernel fusion': 'ms.set_context(enable_graph_kernel=True); its AKG kernel compiler imports `decorator`, which the wheel does not install',
     'runtime threads 1': 'ms.set_context(runtime_num_threads=1)',
     'loss: ops.cross_entropy': 'CausalLMLoss computed with ops.cross_entropy(ignore_index=-100)',
+    'rope as matmul': 'rotate_half(x) as x @ R (R a fixed signed permutation) instead of two slices, a negation and a concat',
+    'fused QKV and gate/up': 'one matmul for wq/wk/wv and one for w1/w3 (weights concatenated in the step, outputs split)',
+    'no logits for the last position': 'the model runs on ids[:, :-1] and the loss on unshifted labels ids[:, 1:] (the same loss)',
 }
 
 
@@ -142,6 +145,37 @@ def _apply_variant(variant):
             lg, lb = logits[:, :-1], labels[:, 1:]
             return ops.cross_entropy(lg.reshape(-1, lg.shape[-1]), lb.reshape(-1), ignore_index=self.ignore_index)
         T.CausalLMLoss.construct = construct
+    elif variant == 'rope as matmul':
+        import numpy as np, msllm_nb.model as M
+        rots = {}
+        def rotation(hd):  # x @ R == cat(-x[..., h:], x[..., :h])
+            h = hd // 2; R = np.zeros((hd, hd), np.float32)
+            R[np.arange(h) + h, np.arange(h)] = -1; R[np.arange(h), np.arange(h) + h] = 1
+            return ms.Tensor(R)
+        M._ROT = rotation(64)  # the head_dim of the tiny size
+        def rotate_half(x): return ops.matmul(x, M._ROT)
+        M.rotate_half = rotate_half
+    elif variant == 'fused QKV and gate/up':
+        import msllm_nb.model as M
+        def attention(self, x, cos, sin, mask, past_k=None, past_v=None):
+            B, T, _ = x.shape
+            w = ops.cat((self.wq.weight, self.wk.weight, self.wv.weight), 0)
+            q, k, v = ops.split(ops.matmul(x, w.T), [self.nh * self.hd, self.nkv * self.hd, self.nkv * self.hd], -1)
+            q = q.reshape(B, T, self.nh, self.hd).swapaxes(1, 2)
+            k = k.reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+            v = v.reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+            q, k = q * cos + M.rotate_half(q) * sin, k * cos + M.rotate_half(k) * sin
+            att = self.qk(q, k) * self.scale + mask
+            y = ops.matmul(ops.softmax(att, -1), v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
+            return self.wo(y), k, v
+        def ffn(self, x):
+            g, u = ops.split(ops.matmul(x, ops.cat((self.w1.weight, self.w3.weight), 0).T), [self.w1.weight.shape[0]] * 2, -1)
+            return self.w2(ops.silu(g) * u)
+        M.Attention.construct, M.FeedForward.construct = attention, ffn
+    elif variant == 'no logits for the last position':
+        def construct(self, ids): return self.loss_fn(self.model(ids[:, :-1]), ids[:, 1:])
+        T.LossCell.construct = construct
+        T.CausalLMLoss.__init__.__defaults__ = (-100, False)  # (ignore_index, shift): the labels come shifted
 
 
 def worker(fw, fields, batch, seq, weights, conn, variant='baseline'):
@@ -189,11 +223,27 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline'):
     while True:
         cmd = conn.recv()
         if cmd == 'peak': conn.send(_matmul_peak(fw)); continue
+        if cmd == 'profile': conn.send(_profile(fw, step)); continue
         if cmd == 'stop': break
         times = []
         for _ in range(cmd):
             t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
         conn.send(times)
+
+
+def _profile(fw, step, steps=3):
+    "Operator time per step by operator type: MindSpore's profiler (train_llm.profile_steps) or torch.profiler (self CPU time)."
+    if fw == 'ms':
+        from msllm_nb.train_llm import profile_steps
+        with tempfile.TemporaryDirectory() as d:
+            r = profile_steps(step, d, steps=steps, warmup=0, top=10)
+        return {'ops': [(o['op'], o['ms_per_step'], o['share']) for o in r['ops']], 'total_ms': r['op_ms_per_step']}
+    import torch
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(steps): step()
+    ev = [(e.key, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages() if not e.key.startswith('ProfilerStep')]
+    total = sum(t for _, t in ev)
+    return {'ops': [(k, t, t / total) for k, t in sorted(ev, key=lambda kv: -kv[1])[:10]], 'total_ms': total}
 
 
 def _threads(fw):
@@ -214,33 +264,55 @@ def _turn(conns, procs, who, steps):
         for p in others: os.kill(p.pid, signal.SIGCONT)
 
 
-def measure_variants(steps, reps):
-    "MindSpore tok/s of each VARIANTS entry on the tiny size at seq 256, all alive at once and taking turns."
+def measure_variants(steps, reps, only=None):
+    """MindSpore tok/s of each VARIANTS entry on the tiny size at seq 256. Each turn is a fresh process, alone on the
+    machine (compile, 2 warm-up steps, then `steps` timed steps); the order is reversed every other repetition.
+    An earlier version kept all variants alive and took turns with SIGSTOP, like `measure`: there the first-started
+    process (the baseline) came out 1.1-1.7x slower than every variant, while fresh processes ranked it first."""
     import train_throughput as H
     (fields, batch), seq = SIZES[next(iter(SIZES))], 256
     ctx = mp.get_context('spawn')
+    names = [v for v in VARIANTS if not only or v == 'baseline' or v in only]
+    res = {}
     with tempfile.TemporaryDirectory() as tmp:
-        res, procs, conns = {}, {}, {}
-        for v in VARIANTS:  # one at a time while compiling, so compile times do not overlap
-            a, b = ctx.Pipe()
-            procs[v] = ctx.Process(target=H.worker, args=('ms', fields, batch, seq, str(Path(tmp) / f'{len(res)}.npz'), b, v), daemon=True)
-            procs[v].start(); conns[v] = a; b.close()  # only the child holds its end: a dead child is an EOFError here
-            try: res[v] = conns[v].recv(); res[v]['times'] = []
-            except EOFError:
-                procs[v].join(30); res[v] = {'error': f'the process died during compile/warm-up (exit code {procs[v].exitcode})'}
-        live = [v for v in VARIANTS if 'error' not in res[v]]
         for r in range(reps):
-            for v in (live if r % 2 == 0 else live[::-1]):
-                res[v]['times'] += _turn(conns, {k: procs[k] for k in live}, v, steps)
-        for v in live: conns[v].send('stop'); procs[v].join(60)
+            for v in (names if r % 2 == 0 else names[::-1]):
+                if 'error' in res.get(v, {}): continue
+                a, b = ctx.Pipe()
+                p = ctx.Process(target=H.worker, args=('ms', fields, batch, seq, str(Path(tmp) / 'w.npz'), b, v), daemon=True)
+                p.start(); b.close()  # only the child holds its end: a dead child is an EOFError here
+                try: info = a.recv()
+                except EOFError:
+                    p.join(30); res[v] = {'error': f'the process died during compile/warm-up (exit code {p.exitcode})'}; continue
+                a.send(steps); times = a.recv(); a.send('stop'); p.join(60)
+                res.setdefault(v, {**info, 'times': []})['times'] += times
     return res, batch * seq
 
 
-def measure(name, fields, batch, seq, steps, reps):
+def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=()):
+    "One fresh worker process, alone on the machine: compile and warm up, time `steps` steps, answer `extra` commands, stop."
+    import train_throughput as H
+    a, b = mp.get_context('spawn').Pipe()
+    p = mp.get_context('spawn').Process(target=H.worker, args=(fw, fields, batch, seq, weights, b))  # not daemonic: the profiler's analysis starts children
+    p.start(); b.close()
+    info = a.recv(); a.send(steps); info['times'] = a.recv()
+    for cmd in extra: a.send(cmd); info[cmd] = a.recv()
+    a.send('stop'); p.join(60)
+    return info
+
+
+def measure(name, fields, batch, seq, steps, reps, profile=False, fresh=False):
     import train_throughput as H  # this file as a module: spawned children import `worker` by name
     ctx = mp.get_context('spawn')
     with tempfile.TemporaryDirectory() as tmp:
         weights = str(Path(tmp) / 'init.npz')
+        if fresh:  # every turn a new process; MindSpore first: it writes the initial weights the PyTorch side loads
+            res = {}
+            for r in range(reps):
+                for fw in (('ms', 'torch') if r % 2 == 0 else ('torch', 'ms')):
+                    info = _fresh_turn(fw, fields, batch, seq, weights, steps, ('peak', 'profile') if r == 0 and profile else ('peak',) if r == 0 else ())
+                    res.setdefault(fw, {**info, 'times': []})['times'] += info['times']
+            return res
         res, procs, conns = {}, {}, {}
         for fw in ('ms', 'torch'):  # MindSpore first: it writes the initial weights the PyTorch side loads
             a, b = ctx.Pipe()
@@ -252,6 +324,7 @@ def measure(name, fields, batch, seq, steps, reps):
                 res[fw]['times'] += _turn(conns, procs, fw, steps)
         for fw in ('ms', 'torch'):
             res[fw]['peak'] = _turn(conns, procs, fw, 'peak')
+            if profile: res[fw]['profile'] = _turn(conns, procs, fw, 'profile')
             conns[fw].send('stop'); procs[fw].join(60)
     return res
 
@@ -262,27 +335,40 @@ def main():
     ap.add_argument('--steps', type=int, default=3, help='steps per turn')
     ap.add_argument('--reps', type=int, default=4, help='turns per framework')
     ap.add_argument('--variants', action='store_true', help='only the table of MindSpore settings tried (tiny size)')
+    ap.add_argument('--fresh', action='store_true', help='every turn in a new process (compile included), instead of two live processes taking turns')
+    ap.add_argument('--only', default='', help='with --variants: these variants (comma separated) against the baseline, printed only')
+    ap.add_argument('--profile', action='store_true', help='also the top operators of each side (MindSpore profiler, torch.profiler), seq 256')
     a = ap.parse_args()
     if a.variants:
-        res, tok = measure_variants(a.steps, a.reps)
+        only = [v for v in a.only.split(',') if v]
+        unknown = [v for v in only if v not in VARIANTS]
+        if unknown: ap.error(f'--only: unknown variant(s) {unknown}; known: {list(VARIANTS)}')
+        res, tok = measure_variants(a.steps, a.reps, only)
         base = tok / statistics.median(res['baseline']['times'])
         rows = ['| MindSpore setting | what changes | tok/s | vs baseline | first-step loss | warm-up (compile) s |', '|---|---|---|---|---|---|']
         for v, what in VARIANTS.items():
+            if v not in res: continue
             r = res[v]
             if 'error' in r: rows.append(f'| {v} | {what} | fails: {r["error"]} | | | |'); continue
             tps = tok / statistics.median(r['times'])
             rows.append(f"| {v} | {what} | {tps:.0f} | {tps / base:.2f} | {r['first_loss']:.5f} | {r['warmup_s']:.0f} |")
+        if only: print('\n'.join(rows)); return  # a partial table is not the committed one
         write_result('train_throughput_variants', 'Training throughput: MindSpore settings tried (tiny size, 8 × 256, CPU)',
-                     '\n'.join(rows) + f'\n\nAll variants alive at once, taking turns (the others stopped with SIGSTOP): median of {a.reps} turns × {a.steps} steps each.')
+                     '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: median of {a.reps} repetitions × {a.steps} steps each, after compile and 2 warm-up steps.'
+                     '\n\nNot in the table: graph kernel fusion (`enable_graph_kernel=True`). Its AKG kernel compiler imports `decorator`, '
+                     'which the mindspore wheel does not install, and the process dies in compile. With `decorator` on the path it compiles and runs, '
+                     'but slower than the baseline (2.26 s against 1.55 s per step, one after the other while another job ran, 2026-11-30).')
         return
     rows = ['| model | batch × seq | PyTorch eager tok/s | MindSpore GRAPH tok/s | ratio MS ÷ PT | MFU PT | MFU MS '
             '| first-step loss PT / MS | MS warm-up (compile) s |', '|---|---|---|---|---|---|---|---|---|']
     sizes = list(SIZES.items())[:1] if a.quick else list(SIZES.items())
+    profiles = []
     from msllm_nb.model import LlamaConfig, param_count
     for name, (fields, batch) in sizes:
         label = f'{name}, {param_count(LlamaConfig(**fields)) / 1e6:.1f}M params'
         for seq in SEQS:
-            r = measure(name, fields, batch, seq, a.steps, a.reps)
+            r = measure(name, fields, batch, seq, a.steps, a.reps, a.profile and seq == max(SEQS), a.fresh)
+            if 'profile' in r['ms']: profiles.append((f'{label}, {batch} × {seq}', r))
             tok = batch * seq
             tps = {fw: tok / statistics.median(r[fw]['times']) for fw in r}
             mfu = {fw: r[fw]['flops_per_token'] * tps[fw] / r[fw]['peak'] for fw in r}
@@ -292,9 +378,16 @@ def main():
             print(rows[-1], flush=True)
     peaks = f"matmul peak (1024³ fp32): PyTorch {r['torch']['peak'] / 1e9:.0f} GFLOP/s, MindSpore {r['ms']['peak'] / 1e9:.0f} GFLOP/s"
     threads = f"threads: PyTorch {r['torch']['threads']}, MindSpore runtime_num_threads {r['ms']['threads']}"
-    body = '\n'.join(rows) + (f'\n\nMedian of {a.reps} turns × {a.steps} steps per side, alternating, after warm-up; '
+    how = 'each turn a fresh process' if a.fresh else 'two live processes, the idle one stopped with SIGSTOP'
+    body = '\n'.join(rows) + (f'\n\nMedian of {a.reps} turns × {a.steps} steps per side, alternating ({how}), after warm-up; '
                               f'fp32; same initial weights and batch. {peaks}; {threads}.')
-    write_result('train_throughput' + ('_quick' if a.quick else ''), 'Training throughput: MindSpore vs PyTorch eager on CPU', body)
+    for label, r in profiles:  # where each framework spends the step, by operator type
+        body += (f"\n\n### Top operators: {label}\n\nOperator time per step: MindSpore {r['ms']['profile']['total_ms']:.0f} ms "
+                 f"(its profiler, host kernels), PyTorch {r['torch']['profile']['total_ms']:.0f} ms (torch.profiler, self CPU time).\n\n"
+                 '| # | MindSpore operator | ms/step | share | PyTorch operator | ms/step | share |\n|---|---|---|---|---|---|---|\n')
+        body += '\n'.join(f'| {i + 1} | {m[0]} | {m[1]:.1f} | {m[2]:.1%} | {t[0]} | {t[1]:.1f} | {t[2]:.1%} |'
+                           for i, (m, t) in enumerate(zip(r['ms']['profile']['ops'], r['torch']['profile']['ops'])))
+    write_result('train_throughput' + ('_quick' if a.quick else '') + ('_fresh' if a.fresh else ''), 'Training throughput: MindSpore vs PyTorch eager on CPU', body)
 
 
 if __name__ == '__main__':
