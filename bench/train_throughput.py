@@ -292,8 +292,9 @@ def measure_variants(steps, reps, only=None):
 def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=()):
     "One fresh worker process, alone on the machine: compile and warm up, time `steps` steps, answer `extra` commands, stop."
     import train_throughput as H
-    a, b = mp.get_context('spawn').Pipe()
-    p = mp.get_context('spawn').Process(target=H.worker, args=(fw, fields, batch, seq, weights, b))  # not daemonic: the profiler's analysis starts children
+    ctx = mp.get_context('spawn')
+    a, b = ctx.Pipe()
+    p = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b))  # not daemonic: the profiler's analysis starts children
     p.start(); b.close()
     info = a.recv(); a.send(steps); info['times'] = a.recv()
     for cmd in extra: a.send(cmd); info[cmd] = a.recv()

@@ -506,7 +506,8 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
     if cfg.precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'{src}: precision must be fp32, fp16 or bf16, got {cfg.precision!r}')
     if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{src}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
     if cfg.nan_policy not in ('stop', 'skip', 'rollback'): raise ValueError(f'{src}: nan_policy must be stop, skip or rollback, got {cfg.nan_policy!r}')
-    if cfg.profile_steps < 0: raise ValueError(f'{src}: profile_steps must be ≥ 0, got {cfg.profile_steps}')
+    if not 0 <= cfg.profile_steps <= cfg.steps - 2:
+        raise ValueError(f'{src}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
     if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{src}: nan_policy skip with accum_steps > 1 is not supported; use stop')
     if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{src}: precision fp16 with accum_steps > 1 is not supported; use one of them')
     if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{src}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')

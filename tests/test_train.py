@@ -36,7 +36,7 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['batch_size=20000'], 'needs 20000 windows'),
     (['lr=fast'], 'lr must be a number'),
     (['nan_policy=ignore'], "nan_policy must be stop, skip or rollback, got 'ignore'"),
-    (['profile_steps=-1'], 'profile_steps must be ≥ 0, got -1'),
+    (['profile_steps=-1'], 'profile_steps must be between 0 and steps - 2 = 10 (2 steps run unprofiled first), got -1'),
 ])
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
     a = args(tokens, tmp_path / 'run')
