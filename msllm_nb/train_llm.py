@@ -703,9 +703,12 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
             done = step + 1
             if prof is not None and done == prof_at + cfg.profile_steps:  # profiled steps are slower: their tokens/s shows it
                 prof.stop(); prof.analyse(); prof = None
-                top = top_operators(out/'profile', cfg.profile_steps)
-                (out/'profile'/'top_ops.json').write_text(json.dumps(top, indent=1))
-                log('event', done, event='profiled', steps=f'{prof_at + 1}-{done}', top=', '.join(f"{o['op']} {o['share']:.0%}" for o in top['ops'][:4]))
+                try: top = top_operators(out/'profile', cfg.profile_steps)
+                except FileNotFoundError as e:  # e.g. a GPU profile (its own file layout): the folder is kept, training goes on
+                    log('event', done, event='profiled', steps=f'{prof_at + 1}-{done}', top=f'no operator summary: {e}')
+                else:
+                    (out/'profile'/'top_ops.json').write_text(json.dumps(top, indent=1))
+                    log('event', done, event='profiled', steps=f'{prof_at + 1}-{done}', top=', '.join(f"{o['op']} {o['share']:.0%}" for o in top['ops'][:4]))
             if not (math.isfinite(loss) and (math.isfinite(norm) or scaler is not None)):  # fp16 overflow is the loss scaler's business
                 found = ck.latest_good() if cfg.nan_policy == 'rollback' else None
                 if cfg.nan_policy == 'skip':

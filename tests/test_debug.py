@@ -129,3 +129,22 @@ def test_rollback_reloads_the_last_checkpoint_and_resumes_exactly(tokens, tmp_pa
     assert all((wa[k] == wb[k]).all() for k in wa)  # bitwise
     r = go(tmp_path / 'c', 1, 0)  # nothing saved yet: nothing to roll back to
     assert r.returncode == 3 and 'no checkpoint to roll back to: stopped' in r.stderr, r.stderr[-2000:]
+
+
+def test_profile_steps_writes_top_operators_and_survives_a_missing_table(tokens, tmp_path):
+    "train_llm --set profile_steps=2: top_ops.json and a `profiled` event; where no operator table is found (GPU), the run goes on."
+    r = run([BIN / 'train_llm', *small(tokens, tmp_path / 'a', 'profile_steps=2', 'steps=6')])
+    assert r.returncode == 0, r.stderr[-3000:]
+    top = json.loads((tmp_path / 'a' / 'profile' / 'top_ops.json').read_text())
+    assert abs(sum(p['share'] for p in top['phases']) - 1) < 1e-6 and top['ops'][0]['ms_per_step'] > 0
+    assert [e['steps'] for e in tl.read_metrics(tmp_path / 'a', 'event') if e['event'] == 'profiled'] == ['3-4']
+    (tmp_path / 'empty').mkdir()
+    with pytest.raises(FileNotFoundError, match='no operator table from the profiler'): tl.top_operators(tmp_path / 'empty')
+    (tmp_path / 'nosummary.py').write_text(  # the profiler's output without a table this module reads
+        'import sys, msllm_nb.train_llm as tl\n'
+        'def none(d, *a, **k): raise FileNotFoundError(f"{d}: no operator table from the profiler")\n'
+        "tl.top_operators = none; sys.argv = ['train_llm'] + sys.argv[1:]; tl.main()\n")
+    r = run([sys.executable, tmp_path / 'nosummary.py', *small(tokens, tmp_path / 'b', 'profile_steps=2', 'steps=6')])
+    assert r.returncode == 0, r.stderr[-3000:]
+    ev = [e for e in tl.read_metrics(tmp_path / 'b', 'event') if e['event'] == 'profiled']
+    assert len(ev) == 1 and ev[0]['top'].startswith('no operator summary') and (tmp_path / 'b' / 'checkpoints' / 'step_00000006').is_dir()
