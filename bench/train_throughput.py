@@ -147,7 +147,6 @@ def _apply_variant(variant):
         T.CausalLMLoss.construct = construct
     elif variant == 'rope as matmul':
         import numpy as np, msllm_nb.model as M
-        rots = {}
         def rotation(hd):  # x @ R == cat(-x[..., h:], x[..., :h])
             h = hd // 2; R = np.zeros((hd, hd), np.float32)
             R[np.arange(h) + h, np.arange(h)] = -1; R[np.arange(h), np.arange(h) + h] = 1
@@ -269,34 +268,30 @@ def measure_variants(steps, reps, only=None):
     machine (compile, 2 warm-up steps, then `steps` timed steps); the order is reversed every other repetition.
     An earlier version kept all variants alive and took turns with SIGSTOP, like `measure`: there the first-started
     process (the baseline) came out 1.1-1.7x slower than every variant, while fresh processes ranked it first."""
-    import train_throughput as H
     (fields, batch), seq = SIZES[next(iter(SIZES))], 256
-    ctx = mp.get_context('spawn')
     names = [v for v in VARIANTS if not only or v == 'baseline' or v in only]
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(reps):
             for v in (names if r % 2 == 0 else names[::-1]):
                 if 'error' in res.get(v, {}): continue
-                a, b = ctx.Pipe()
-                p = ctx.Process(target=H.worker, args=('ms', fields, batch, seq, str(Path(tmp) / 'w.npz'), b, v), daemon=True)
-                p.start(); b.close()  # only the child holds its end: a dead child is an EOFError here
-                try: info = a.recv()
-                except EOFError:
-                    p.join(30); res[v] = {'error': f'the process died during compile/warm-up (exit code {p.exitcode})'}; continue
-                a.send(steps); times = a.recv(); a.send('stop'); p.join(60)
-                res.setdefault(v, {**info, 'times': []})['times'] += times
+                try: info = _fresh_turn('ms', fields, batch, seq, str(Path(tmp) / 'w.npz'), steps, variant=v)
+                except RuntimeError as e: res[v] = {'error': str(e)}; continue
+                res.setdefault(v, {**info, 'times': []})['times'] += info['times']
     return res, batch * seq
 
 
-def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=()):
+def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=(), variant='baseline'):
     "One fresh worker process, alone on the machine: compile and warm up, time `steps` steps, answer `extra` commands, stop."
     import train_throughput as H
     ctx = mp.get_context('spawn')
     a, b = ctx.Pipe()
-    p = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b))  # not daemonic: the profiler's analysis starts children
-    p.start(); b.close()
-    info = a.recv(); a.send(steps); info['times'] = a.recv()
+    p = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b, variant))  # not daemonic: the profiler's analysis starts children
+    p.start(); b.close()  # only the child holds its end: a dead child is an EOFError here
+    try: info = a.recv()
+    except EOFError:
+        p.join(30); raise RuntimeError(f'the process died during compile/warm-up (exit code {p.exitcode})') from None
+    a.send(steps); info['times'] = a.recv()
     for cmd in extra: a.send(cmd); info[cmd] = a.recv()
     a.send('stop'); p.join(60)
     return info
