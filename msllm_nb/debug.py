@@ -197,19 +197,22 @@ def check_data_wait(train:list[dict], # `train` records
 def loader_throughput(source, # random-access (source[i] returns a tuple of numpy arrays), or a MindRecord file
                       workers:int=1, # num_parallel_workers
                       prefetch:int=4, # ds.config prefetch size
-                      n:int=200 # items to time
+                      n:int=200 # items read; the second half is timed
                      )->float:
     "Items per second through a MindSpore loader: GeneratorDataset over `source`, or MindDataset if it is a MindRecord file."
     import mindspore.dataset as ds
+    if n < 2: raise ValueError(f'n={n}: at least 2 items are needed (the first half is not timed)')
     old = ds.config.get_prefetch_size(); ds.config.set_prefetch_size(prefetch)
     try:
         if isinstance(source, (str, Path)): d = ds.MindDataset(str(source), shuffle=False, num_parallel_workers=workers)
         else: d = ds.GeneratorDataset(source, ['x'], shuffle=False, num_parallel_workers=workers, python_multiprocessing=False)
         it = d.create_tuple_iterator(num_epochs=1, output_numpy=True)
-        next(it); t0, k = time.perf_counter(), 0  # the first item pays for the pipeline's start
+        t0, k = None, 0  # the first half is not timed: it pays for the pipeline's start and drains what was buffered meanwhile
         for k, _ in enumerate(it, 1):
+            if k == n // 2: t0 = time.perf_counter()
             if k >= n: break
-        return k / (time.perf_counter() - t0)
+        if k < n: raise ValueError(f'{source if isinstance(source, (str, Path)) else type(source).__name__}: {k} items, loader_throughput(n={n}) reads {n}')
+        return (n - n // 2) / (time.perf_counter() - t0)
     finally: ds.config.set_prefetch_size(old)
 
 # %% ../nbs/08_debug.ipynb #1723320b
@@ -375,6 +378,7 @@ def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4
          iters:Param('timed all-reduces per size', int)=10,
          link_gbps:Param("the link's nominal bandwidth in GB/s (e.g. 25 for 200 Gb/s RoCE, 300 for NVLink 4), printed beside the measurement", float)=None,
          timeout:Param('seconds a collective may take before the missing ranks are named', float)=60.0,
+         sched_wait:Param('seconds a worker waits for the scheduler to accept connections before naming the problem', float)=300.0,
          status_dir:Param('shared folder for the watchdog (default: the temp folder; across nodes give a shared path)', str)=None,
          device:Param('CPU, GPU or Ascend', str)='CPU',
          json_out:Param('write the results as JSON here (rank 0)', str)=None,
@@ -384,10 +388,10 @@ def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4
         print('msllm-commcheck: not started by a launcher; run it on every rank, e.g. msrun --worker_num=2 --local_worker_num=2 '
               '--master_port=8118 --join=True $(which msllm-commcheck), or mpirun -n 2 msllm-commcheck', file=sys.stderr); sys.exit(2)
     host, port = os.environ.get('MS_SCHED_HOST'), os.environ.get('MS_SCHED_PORT')
-    if host and port and os.environ.get('MS_ROLE') != 'MS_SCHED':  # the scheduler may start a moment after the workers: retry before naming the problem
-        t_end = time.time() + min(timeout, 30)
-        while (why := check_endpoint(host, int(port))) and time.time() < t_end and not why.startswith('MS_SCHED_HOST'): time.sleep(0.5)
-        if why: print(f'commcheck: scheduler unreachable: {why}', file=sys.stderr); sys.exit(2)
+    if host and port and os.environ.get('MS_ROLE') != 'MS_SCHED':  # the scheduler imports MindSpore before it listens: on a loaded machine that takes a while
+        t0 = time.time()
+        while (why := check_endpoint(host, int(port))) and time.time() - t0 < sched_wait and not why.startswith('MS_SCHED_HOST'): time.sleep(0.5)
+        if why: print(f'commcheck: scheduler unreachable after {time.time() - t0:.0f}s (--sched_wait {sched_wait:g}): {why}', file=sys.stderr); sys.exit(2)
     import mindspore as ms
     from mindspore import Tensor, ops
     from mindspore.communication import init, get_rank, get_group_size

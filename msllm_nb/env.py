@@ -368,9 +368,12 @@ def run_notebook(nb_path:Path, # notebook to execute
         for c in nb.cells:
             if c.cell_type != 'code': continue
             sh.cell(c)
-            if sh.exc:
+            if sh.exc:  # what the cell printed before it failed comes with the error (CI keeps nothing else)
+                printed = ''.join(''.join(o['text']) if isinstance(o['text'], list) else o['text']
+                                  for o in c.get('outputs', []) if o.get('output_type') == 'stream')
+                printed = re.sub(r'\x1b\[[0-9;]*m', '', printed).strip().splitlines()
                 raise RuntimeError(f'{Path(nb_path).name}: cell {c.idx_} failed: {type(sh.exc).__name__}: {sh.exc}\n'
-                                   f'--- cell source ---\n{c.source}')
+                                   f'--- cell source ---\n{c.source}\n--- what it printed (last 40 lines) ---\n' + '\n'.join(printed[-40:]))
     finally:
         os.chdir(cwd); Path(out_path).parent.mkdir(parents=True, exist_ok=True); write_nb(nb, out_path)
     return skipped

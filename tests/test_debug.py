@@ -72,11 +72,11 @@ def test_commcheck_under_plain_mpirun(tmp_path):
 def test_commcheck_names_an_unreachable_scheduler():
     r = run([BIN / 'msllm-commcheck'], timeout=120)  # no launcher at all
     assert r.returncode == 2 and 'not started by a launcher' in r.stderr and 'msrun' in r.stderr, r.stderr[-2000:]
-    r = run([BIN / 'msllm-commcheck', '--timeout', '2'], timeout=120,
+    r = run([BIN / 'msllm-commcheck', '--sched_wait', '2'], timeout=120,
             extra_env={'MS_SCHED_HOST': 'no-such-host.invalid', 'MS_SCHED_PORT': '8118', 'MS_ROLE': 'MS_WORKER'})
     assert r.returncode == 2 and 'MS_SCHED_HOST=no-such-host.invalid: cannot resolve the name' in r.stderr, r.stderr[-2000:]
     port = tl.free_port()
-    r = run([BIN / 'msllm-commcheck', '--timeout', '2'], timeout=120,
+    r = run([BIN / 'msllm-commcheck', '--sched_wait', '2'], timeout=120,
             extra_env={'MS_SCHED_HOST': '127.0.0.1', 'MS_SCHED_PORT': str(port), 'MS_ROLE': 'MS_WORKER'})
     assert r.returncode == 2 and f'127.0.0.1:{port}: connection refused' in r.stderr, r.stderr[-2000:]
 

@@ -132,12 +132,13 @@ NB = {'cells': [
 def test_roadmap_runs_chapters_in_order_and_skips_hardware_cells(tmp_path):
     nbs = tmp_path / 'nbs'; nbs.mkdir()
     (nbs / '00_a.ipynb').write_text(json.dumps(NB))
-    bad = json.loads(json.dumps(NB)); bad['cells'][1]['source'] = "x = 1\nraise ValueError('chapter bug')"
+    bad = json.loads(json.dumps(NB)); bad['cells'][1]['source'] = "print('the log before the failure')\nraise ValueError('chapter bug')"
     (nbs / '01_b.ipynb').write_text(json.dumps(bad))
     (nbs / 'index.ipynb').write_text(json.dumps(NB))
     r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs'], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode != 0
     assert '01_b.ipynb: cell 1 failed: ValueError: chapter bug' in r.stderr
+    assert 'what it printed (last 40 lines) ---\nthe log before the failure' in r.stderr, r.stderr[-2000:]  # CI keeps no notebook
     assert (nbs / 'ran.txt').read_text() == 'yes'  # executed in the notebook's own folder
     done = json.loads((tmp_path / 'runs' / '00_a.ipynb').read_text())
     assert 'hello from the chapter' in ''.join(done['cells'][0]['outputs'][0]['text'])
@@ -165,7 +166,7 @@ def test_main_job_runs_every_chapter(tmp_path):
     "The README's main-job command (after install): every chapter notebook executes."
     r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', ROOT / 'nbs', '--out', tmp_path / 'roadmap'],
                        capture_output=True, text=True, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, r.stderr[-6000:]
     summary = json.loads((tmp_path / 'roadmap' / 'summary.json').read_text())
     assert list(summary) == [p.stem for p in E.chapter_notebooks(ROOT / 'nbs')]
     assert summary['06_train_dp']['skipped_cells'] == [] and summary['05_parity']['skipped_cells']  # 05's SmolLM2 parity: --slow
