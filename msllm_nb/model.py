@@ -16,11 +16,11 @@ from mindspore import nn, ops, Parameter, Tensor
 # %% auto #0
 __all__ = ['HF_ARCHS', 'PRESETS', 'LlamaConfig', 'from_hf_config', 'to_hf_config', 'param_shapes', 'param_count', 'RMSNorm',
            'rope_tables', 'rotate_half', 'Embedding', 'Attention', 'FeedForward', 'DecoderLayer', 'LlamaModel',
-           'LlamaForCausalLM', 'sample_next', 'generate', 'SafetensorsFile', 'hf_to_ms_name', 'ms_to_hf_name',
-           'hf_weight_files', 'open_weights', 'ConversionError', 'check_names', 'ckpt_record_header', 'save_ms_weights',
-           'convert_hf_to_ms', 'load_ms_weights', 'load_model', 'convert_ms_to_hf', 'permute_meta_qk',
-           'unpermute_meta_qk', 'convert_meta_to_ms', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_hf', 'fixture_dir',
-           'convert_cli']
+           'LlamaForCausalLM', 'sample_next', 'generate', 'generate_window', 'SafetensorsFile', 'hf_to_ms_name',
+           'ms_to_hf_name', 'hf_weight_files', 'open_weights', 'ConversionError', 'check_names', 'ckpt_record_header',
+           'save_ms_weights', 'convert_hf_to_ms', 'load_ms_weights', 'load_model', 'convert_ms_to_hf',
+           'permute_meta_qk', 'unpermute_meta_qk', 'convert_meta_to_ms', 'make_tiny_hf', 'smollm2_gguf',
+           'build_smollm2_hf', 'fixture_dir', 'convert_cli']
 
 # %% ../nbs/04_convert.ipynb #96d84ab2
 _DTYPES = {'float32': ms.float32, 'float16': ms.float16, 'bfloat16': ms.bfloat16}
@@ -323,6 +323,34 @@ def generate(model:LlamaForCausalLM, # the model (run in PyNative mode)
         if eos_token_id is not None and nxt == eos_token_id: break
         logits, cache, _ = model.forward_with_cache(Tensor(np.array([[nxt]]), ms.int32), pos, cache)
         pos += 1
+    return out
+
+# %% ../nbs/04_convert.ipynb #852b1db4
+def generate_window(model:LlamaForCausalLM, # the model (GRAPH or PyNative mode)
+                    prompts:list[list[int]], # token ids of each prompt
+                    max_new_tokens:int=32,
+                    temperature:float=0.0, top_k:int=0, top_p:float=1.0,
+                    eos_token_id:int|None=None, # a prompt stops after this token
+                    seed:int|list[int]=0 # one seed, or one per prompt
+                   )->list[list[int]]:
+    "Continue several prompts at once by re-running one fixed window (no KV cache: one static shape, compiled once in GRAPH mode)."
+    if not prompts: raise ValueError('generate_window: no prompts')
+    if empty := [i for i, p in enumerate(prompts) if not len(p)]: raise ValueError(f'generate_window: prompt {empty[0]} is empty')
+    seeds = [seed] * len(prompts) if isinstance(seed, int) else list(seed)
+    if len(seeds) != len(prompts): raise ValueError(f'generate_window: {len(seeds)} seeds for {len(prompts)} prompts')
+    L, limit = max(map(len, prompts)) + max_new_tokens, model.config.max_position_embeddings
+    if L > limit:
+        raise ValueError(f'generate_window: longest prompt ({L - max_new_tokens}) + max_new_tokens ({max_new_tokens}) exceeds max_position_embeddings {limit}')
+    buf, n = np.zeros((len(prompts), L), np.int32), [len(p) for p in prompts]
+    for i, p in enumerate(prompts): buf[i, :len(p)] = p
+    rngs, out, live = [np.random.default_rng(s) for s in seeds], [[] for _ in prompts], set(range(len(prompts)))
+    for _ in range(max_new_tokens):
+        if not live: break
+        logits = model(Tensor(buf)).asnumpy()
+        for i in sorted(live):
+            nxt = sample_next(logits[i, n[i] - 1], temperature, top_k, top_p, rngs[i])
+            out[i].append(nxt); buf[i, n[i]] = nxt; n[i] += 1
+            if eos_token_id is not None and nxt == eos_token_id: live.discard(i)
     return out
 
 # %% ../nbs/04_convert.ipynb #765be48c

@@ -505,6 +505,9 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
         raise ValueError(f'{src}: accum_steps {cfg.accum_steps} must be ≥ 1 and divide batch_size {cfg.batch_size}')
     if cfg.precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'{src}: precision must be fp32, fp16 or bf16, got {cfg.precision!r}')
     if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{src}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
+    if not isinstance(cfg.sample_prompts, list) or not all(isinstance(p, str) and p for p in cfg.sample_prompts):
+        raise ValueError(f'{src}: sample_prompts must be a list of non-empty strings (or [] for no samples), got {cfg.sample_prompts!r}')
+    if cfg.sample_tokens < 0 or cfg.sample_every < 0: raise ValueError(f'{src}: sample_tokens and sample_every must be ≥ 0')
     if cfg.nan_policy not in ('stop', 'skip', 'rollback'): raise ValueError(f'{src}: nan_policy must be stop, skip or rollback, got {cfg.nan_policy!r}')
     if not 0 <= cfg.profile_steps <= cfg.steps - 2:
         raise ValueError(f'{src}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
@@ -595,19 +598,18 @@ def load_tokenizer(path:str|Path)->tuple:
     return (lambda s: tk.encode(s).ids), tk.decode, eos
 
 def _samples(model, cfg:TrainConfig, tokenizer:str|None)->list[str]:
-    "Greedy continuations of the configured prompts (PyNative for the KV cache, then back to the training mode)."
+    "Greedy continuations of the configured prompts, all at once in one fixed window (`generate_window`: GRAPH mode compiles it once)."
     if not tokenizer or not Path(tokenizer).exists() or not cfg.sample_prompts: return []
     encode, decode, eos = load_tokenizer(tokenizer)
-    mode = ms.get_context('mode')
-    ms.set_context(mode=ms.PYNATIVE_MODE)
-    try:
-        out = []
-        for p in cfg.sample_prompts:
-            ids = encode(p)
-            n = min(cfg.sample_tokens, model.config.max_position_embeddings - len(ids))
-            out.append(p + decode(msm.generate(model, ids, n, eos_token_id=eos)))
-        return out
-    finally: ms.set_context(mode=mode)
+    ids = [encode(p) for p in cfg.sample_prompts]
+    if empty := [p for p, i in zip(cfg.sample_prompts, ids) if not i]: raise ValueError(f'sample_prompts: {empty[0]!r} encodes to no tokens')
+    n = max(0, min(cfg.sample_tokens, model.config.max_position_embeddings - max(map(len, ids))))
+    if cfg.zero_impl == 'mindspore' and cfg.zero:  # sharded weights: a forward graph on rank 0 alone would wait for the others' shards
+        mode = ms.get_context('mode'); ms.set_context(mode=ms.PYNATIVE_MODE)
+        try: outs = [msm.generate(model, i, n, eos_token_id=eos) for i in ids]
+        finally: ms.set_context(mode=mode)
+    else: outs = msm.generate_window(model, ids, n, eos_token_id=eos)
+    return [p + decode(o) for p, o in zip(cfg.sample_prompts, outs)]
 
 def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:bool=True)->dict:
     "Train (or resume) a run described by `cfg` on this rank; returns a summary (rank 0 writes the files)."

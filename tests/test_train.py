@@ -37,6 +37,7 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['lr=fast'], 'lr must be a number'),
     (['nan_policy=ignore'], "nan_policy must be stop, skip or rollback, got 'ignore'"),
     (['profile_steps=-1'], 'profile_steps must be between 0 and steps - 2 = 10 (2 steps run unprofiled first), got -1'),
+    (['sample_prompts=["The", ""]'], "sample_prompts must be a list of non-empty strings (or [] for no samples), got ['The', '']"),
 ])
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
     a = args(tokens, tmp_path / 'run')
