@@ -210,13 +210,26 @@ class MixedBatches:
         return (np.stack([rows[i] for i in order]),)
 
 # %% ../nbs/03_shards.ipynb #a8ce244e
+class _First:
+    "The first `n` items of a random-access source."
+    def __init__(self, source, n): self.source, self.n = source, n
+    def __len__(self): return self.n
+    def __getitem__(self, i):
+        if not 0 <= i < self.n: raise IndexError(i)
+        return self.source[i]
+
 def make_dataset(source, # a random-access source (PackedWindows, MixedBatches, ...)
                  batch_size:int, # per-rank batch size (ignored for MixedBatches, which yields whole batches)
                  seed:int=0, rank:int=0, world:int=1, shuffle:bool=True):
     "A MindSpore GeneratorDataset over `source`: seeded shuffle, per-rank shard, batched."
-    import mindspore.dataset as ds
+    import mindspore.dataset as ds, warnings
     ds.config.set_seed(seed)
     premade = isinstance(source, MixedBatches)
+    n = len(source)
+    if world > 1 and n % world:  # MindSpore's sharding evens the ranks out by repeating items: leave the last ones out instead
+        warnings.warn(f'make_dataset: {n % world} of {n} items left out so that each of {world} ranks reads {n // world} '
+                      '(sharding would read them twice instead)')
+        source = _First(source, n - n % world)
     d = ds.GeneratorDataset(source, ['input_ids'], shuffle=shuffle and not premade, python_multiprocessing=False,
                             num_shards=world if world > 1 else None, shard_id=rank if world > 1 else None,
                             num_samples=None)
