@@ -228,7 +228,7 @@ def make_dataset(source, # a random-access source (PackedWindows, MixedBatches, 
     n = len(source)
     if world > 1 and n % world:  # MindSpore's sharding evens the ranks out by repeating items: leave the last ones out instead
         warnings.warn(f'make_dataset: {n % world} of {n} items left out so that each of {world} ranks reads {n // world} '
-                      '(sharding would read them twice instead)')
+                      '(MindSpore\'s sharding would repeat items to fill the short ranks instead)')
         source = _First(source, n - n % world)
     d = ds.GeneratorDataset(source, ['input_ids'], shuffle=shuffle and not premade, python_multiprocessing=False,
                             num_shards=world if world > 1 else None, shard_id=rank if world > 1 else None,
