@@ -18,8 +18,8 @@ import msllm_nb.model as msm
 import msllm_nb.shards as mss
 
 # %% auto #0
-__all__ = ['CONFIG_DIR', 'CausalLMLoss', 'sample_tokens', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'TrainStep',
-           'WindowRange', 'GlobalBatches', 'split_windows', 'step_batches', 'file_crc', 'Checkpoints',
+__all__ = ['CONFIG_DIR', 'causal_nll', 'CausalLMLoss', 'sample_tokens', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell',
+           'TrainStep', 'WindowRange', 'GlobalBatches', 'split_windows', 'step_batches', 'file_crc', 'Checkpoints',
            'flops_per_token', 'measure_peak_flops', 'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics',
            'top_operators', 'start_profiler', 'profile_steps', 'profile_text', 'free_port', 'world_from_env',
            'setup_openmpi', 'init_distributed', 'TrainConfig', 'config_hash', 'load_config', 'model_config',
@@ -27,6 +27,18 @@ __all__ = ['CONFIG_DIR', 'CausalLMLoss', 'sample_tokens', 'lr_at', 'decay_groups
            'hf_token_folder']
 
 # %% ../nbs/06_train_dp.ipynb #8e6a8084
+def causal_nll(logits, # [B, T, V] float32
+               labels, # [B, T] int32, already aligned with the logits (position t scored against labels[t])
+               ignore_index:int=-100):
+    "Mean cross-entropy of logits against aligned labels; labels equal to `ignore_index` count neither in the sum nor in the mean."
+    V = logits.shape[-1]
+    lg, lb = logits.reshape(-1, V), labels.reshape(-1)
+    keep = lb != ignore_index
+    safe = ops.where(keep, lb, ops.zeros_like(lb))
+    nll = -ops.gather_elements(ops.log_softmax(lg, -1), 1, safe.reshape(-1, 1)).reshape(-1)
+    k = keep.astype(ms.float32)
+    return (nll * k).sum() / ops.maximum(k.sum(), 1.0)
+
 class CausalLMLoss(nn.Cell):
     "Mean next-token cross-entropy: logits at position t are scored against labels[t+1]; label −100 is ignored."
     def __init__(self, ignore_index:int=-100, shift:bool=True):
@@ -34,13 +46,7 @@ class CausalLMLoss(nn.Cell):
         self.ignore_index, self.shift = ignore_index, shift
     def construct(self, logits, labels):  # logits [B, T, V] float32; labels [B, T] int32 (= input_ids, Hugging Face style)
         if self.shift: logits, labels = logits[:, :-1], labels[:, 1:]
-        V = logits.shape[-1]
-        lg, lb = logits.reshape(-1, V), labels.reshape(-1)
-        keep = lb != self.ignore_index
-        safe = ops.where(keep, lb, ops.zeros_like(lb))
-        nll = -ops.gather_elements(ops.log_softmax(lg, -1), 1, safe.reshape(-1, 1)).reshape(-1)
-        k = keep.astype(ms.float32)
-        return (nll * k).sum() / ops.maximum(k.sum(), 1.0)
+        return causal_nll(logits, labels, self.ignore_index)
 
 # %% ../nbs/06_train_dp.ipynb #f72639b1
 def sample_tokens(cache:str|Path|None=None, # folder for the built data (default: $MSLLM_CACHE or ~/.cache/msllm_nb)
@@ -91,11 +97,16 @@ def make_optimizer(model:nn.Cell, lr:float=3e-4, min_lr:float=3e-5, warmup_steps
 
 # %% ../nbs/06_train_dp.ipynb #680e14ce
 class LossCell(nn.Cell):
-    "Model + causal LM loss on a batch of token ids."
+    """Model + causal LM loss on a batch of token ids. With the shifting `CausalLMLoss` the model runs on ids[:, :-1]
+    only: the last position's logits have no label (computing then slicing them off cost up to a quarter of a CPU step)."""
     def __init__(self, model, loss_fn=None):
         super().__init__(auto_prefix=False)
         self.model, self.loss_fn = model, loss_fn or CausalLMLoss()
-    def construct(self, ids): return self.loss_fn(self.model(ids), ids)
+        self.pre_shift = type(self.loss_fn) is CausalLMLoss and self.loss_fn.shift
+        self.ignore_index = getattr(self.loss_fn, 'ignore_index', -100)
+    def construct(self, ids):
+        if self.pre_shift: return causal_nll(self.model(ids[:, :-1]), ids[:, 1:], self.ignore_index)
+        return self.loss_fn(self.model(ids), ids)
 
 class TrainStep(nn.Cell):
     "One optimizer step: loss, gradients, all-reduce mean over ranks, global-norm clipping, then the update."
@@ -359,7 +370,7 @@ def profile_text(r:dict, # `top_operators` / `profile_steps` result
     rows.append(f"| (other operator types) | | {r['other_ops_share'] + sum(o['share'] for o in r['ops'][top:]):.1%} | |")
     return '\n'.join(rows) + '\n\n' + ', '.join(f"{p['phase']} {p['share']:.0%}" for p in r['phases']) + f" of {r['op_ms_per_step']:.0f} ms operator time per step"
 
-# %% ../nbs/06_train_dp.ipynb #8dc48a8e
+# %% ../nbs/06_train_dp.ipynb #7caee341
 def free_port()->int:
     "A TCP port that is free on this host now."
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
