@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_clean.ipynb #2c0f4eb1
 from __future__ import annotations
-import codecs, email, email.policy, hashlib, html, json, multiprocessing as mp, os, re, sys, unicodedata
+import codecs, email, functools, email.policy, hashlib, html, json, multiprocessing as mp, os, re, sys, unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, asdict
 from html.parser import HTMLParser
@@ -15,10 +15,11 @@ from fastcore.script import call_parse, Param, store_true
 SAMPLE_DIR = Path(__file__).parent/'data'/'sample' if '__file__' in globals() else None
 
 # %% auto #0
-__all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'Tally', 'decode_line', 'read_lines', 'Doc',
-           'guess_domain', 'strip_markup', 'mail_text', 'iter_files', 'read_documents', 'normalize_text',
-           'tutorial_clean_text', 'CleanConfig', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script',
-           'clean_document', 'Signature', 'minhash', 'Deduper', 'ordered_bounded_map', 'clean_corpus', 'clean_cli']
+__all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'DATASET_PREFIX', 'Tally', 'decode_line', 'read_lines',
+           'Doc', 'guess_domain', 'strip_markup', 'mail_text', 'iter_files', 'read_documents', 'parse_dataset_spec',
+           'read_dataset', 'normalize_text', 'tutorial_clean_text', 'CleanConfig', 'rule_garbled', 'rule_symbols',
+           'rule_repetition', 'rule_script', 'clean_document', 'Signature', 'minhash', 'lsh_bands', 'band_keys',
+           'KeySet', 'text_key', 'Deduper', 'ordered_bounded_map', 'clean_corpus', 'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -152,10 +153,15 @@ def mail_text(raw:bytes, tally:Tally|None=None)->str:
     return (subject + '\n\n' + body).strip() if subject else body.strip()
 
 # %% ../nbs/01_clean.ipynb #6261b04d
+DATASET_PREFIX = 'datasets:'  # an input `datasets:NAME[:CONFIG][@SPLIT]` is read with datasets.load_dataset
+os.environ.setdefault('HF_DATASETS_OFFLINE', '1')  # hub names come from the local datasets cache; HF_DATASETS_OFFLINE=0 allows downloads
+
 def iter_files(inputs:list)->list[Path]:
     "Files under the given files/directories, sorted (deterministic order); a missing path is an error naming it."
     out = []
     for i in inputs:
+        if str(i).startswith(DATASET_PREFIX):
+            raise ValueError(f'{i}: a `datasets` input is read by msllm-clean (clean_corpus); pass its output folder here')
         p = Path(i)
         if p.is_dir(): out += sorted(q for q in p.rglob('*') if q.is_file() and not q.name.startswith('.'))
         elif p.is_file(): out.append(p)
@@ -212,13 +218,46 @@ def read_documents(path:Path, # one input file
             if ext in MARKUP_EXT: text = strip_markup(text)
         yield Doc(text, str(path), dom)
 
-# %% ../nbs/01_clean.ipynb #05dc7337
+def parse_dataset_spec(spec:str)->tuple[str, str|None, str]:
+    "`datasets:NAME[:CONFIG][@SPLIT]` → (name, config, split); the split defaults to 'train'."
+    rest = spec[len(DATASET_PREFIX):] if spec.startswith(DATASET_PREFIX) else spec
+    rest, _, split = rest.partition('@')
+    name, _, config = rest.partition(':')
+    if not name: raise ValueError(f'{spec}: no dataset name (expected datasets:NAME[:CONFIG][@SPLIT])')
+    return name, config or None, split or 'train'
+
+def read_dataset(spec:str, # `datasets:NAME[:CONFIG][@SPLIT]`: a local dataset folder, or a hub name already in the datasets cache
+                 tally:Tally, # receives drops
+                 text_field:str='text', # the column holding the text
+                 domain:str|None=None # force a domain instead of guessing from the name
+                )->Iterator[Doc]:
+    "Documents of a Hugging Face `datasets` dataset, streamed (constant memory); rows without a string text are counted."
+    import datasets
+    name, config, split = parse_dataset_spec(spec)
+    try: ds = datasets.load_dataset(name, config, split=split, streaming=True)
+    except Exception as e:  # the library raises many types (FileNotFoundError, ValueError, ConnectionError, ...)
+        try: ds = datasets.load_dataset(name, config, split=split)  # offline, a hub dataset downloaded before exists only as
+        except Exception:                                           # memory-mapped Arrow files in the cache (still flat memory)
+            raise ValueError(f'{spec}: datasets.load_dataset({name!r}, {config!r}, split={split!r}, streaming=True) failed: '
+                             f'{type(e).__name__}: {str(e)[:300]}') from None
+    cols = ds.column_names
+    if cols is not None and text_field not in cols:
+        raise ValueError(f'{spec}: no column {text_field!r} (columns: {cols}); choose one with text_field / --text_field')
+    dom = domain or guess_domain(Path(name.rstrip('/')))
+    for n, rec in enumerate(ds, 1):
+        v = rec.get(text_field)
+        if isinstance(v, str): yield Doc(v, f'{spec}:{n}', dom)
+        else: tally.drop_doc('no_text_field', f'{spec}:row {n}: {type(v).__name__}')
+
+# %% ../nbs/01_clean.ipynb #fc60f4b9
 _ANSI = re.compile(r'\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]')
 _INVISIBLE = dict.fromkeys([0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x200E, 0x200F, 0x00AD,
                             *range(0x202A, 0x202F), *range(0x2066, 0x206A),
                             *[c for c in range(0x20) if c not in (9, 10)], 0x7F, *range(0x80, 0xA0)])
 _FW = {c: c - 0xFEE0 for c in [*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B), *range(0xFF41, 0xFF5B)]}
 _FW[0x3000] = 0x20
+_INVISIBLE_RE = re.compile('[' + ''.join(re.escape(chr(c)) for c in _INVISIBLE) + ']')  # str.translate looks up every character
+_FW_RE = re.compile('[' + ''.join(re.escape(chr(c)) for c in _FW) + ']')                # in a dict; a regex scan is ~10x faster
 _ZH_PUNCT = {'，': ',', '。': '.', '！': '!', '？': '?', '：': ':', '；': ';', '（': '(', '）': ')'}
 _ASCII_TO_ZH = {',': '，', '!': '！', '?': '？', ':': '：', ';': '；'}
 _CJK = r'\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff'
@@ -233,20 +272,20 @@ def _context_letter(s, i, step):
         i += step
     return ''
 
+_ZH_PUNCT_RE = re.compile('[' + ''.join(_ZH_PUNCT) + ']')
+_ASCII_BETWEEN_CJK = re.compile(rf'(?<=[{_CJK}])([,!?:;])(?=[{_CJK}])')
+
 def _punct_by_context(s):
     "Full-width punctuation belongs to the text it closes (or opens, for '（'): Chinese keeps it, Latin text gets ASCII."
-    if not any(ch in _ZH_PUNCT for ch in s) and not re.search(rf'[{_CJK}][,!?:;][{_CJK}]', s): return s
-    out = []
-    for i, ch in enumerate(s):
-        if ch not in _ZH_PUNCT: out.append(ch); continue
+    def one(m):  # called for each full-width mark only: the rest of the text is copied by the regex engine
+        ch, i = m.group(), m.start()
         first, second = (1, -1) if ch == '（' else (-1, 1)
         ctx = _context_letter(s, i + first, first) or _context_letter(s, i + second, second)
-        if not ctx or _CJK_RE.match(ctx): out.append(ch); continue
-        rep = _ZH_PUNCT[ch]
-        nxt = s[i + 1:i + 2]
+        if not ctx or _CJK_RE.match(ctx): return ch
+        rep, nxt = _ZH_PUNCT[ch], s[i + 1:i + 2]
         if ch not in '（）' and nxt and not nxt.isspace() and nxt not in _ZH_PUNCT and nxt not in ',.!?:;)': rep += ' '
-        out.append(rep)
-    return re.sub(rf'(?<=[{_CJK}])([,!?:;])(?=[{_CJK}])', lambda m: _ASCII_TO_ZH[m.group(1)], ''.join(out))
+        return rep
+    return _ASCII_BETWEEN_CJK.sub(lambda m: _ASCII_TO_ZH[m.group(1)], _ZH_PUNCT_RE.sub(one, s))
 
 _t2s = None
 def normalize_text(text:str, # one document
@@ -256,9 +295,9 @@ def normalize_text(text:str, # one document
     "Apply the normalisation policy above."
     global _t2s
     s = text.replace('\r\n', '\n').replace('\r', '\n')
-    s = _ANSI.sub('', s).translate(_INVISIBLE)
+    s = _INVISIBLE_RE.sub('', _ANSI.sub('', s))
     if domain != 'code':
-        s = s.translate(_FW)
+        if _FW_RE.search(s): s = s.translate(_FW)
         s = _punct_by_context(s)
         s = re.sub(r'[ \t\u00a0]+', ' ', s)
         s = re.sub(r' *\n *', '\n', s)
@@ -315,8 +354,10 @@ def rule_garbled(s, c):
     n = s.count('\ufffd') + 2 * len(_MOJIBAKE.findall(s))
     return 'garbled' if n / max(len(s), 1) > c.max_garbled_ratio else None
 
+_SYMBOL = re.compile(r'[^\w\s]|_')  # exactly the characters that are neither str.isalnum() nor str.isspace()
+
 def rule_symbols(s, c, domain):
-    sym = sum(1 for ch in s if not (ch.isalnum() or ch.isspace()))
+    sym = len(_SYMBOL.findall(s))
     lim = c.max_symbol_ratio_code if domain == 'code' else c.max_symbol_ratio
     return 'symbols' if sym / max(len(s), 1) > lim else None
 
@@ -367,8 +408,8 @@ def clean_document(doc:Doc, c:CleanConfig, tally:Tally, _bp=None, _html=None)->s
 
 # %% ../nbs/01_clean.ipynb #b9bc604f
 import numpy as np
-_MERSENNE = np.uint64((1 << 61) - 1)
-_PERM = np.random.default_rng(1).integers(1, (1 << 61) - 1, size=(2, 256), dtype=np.uint64)  # fixed seed: stable signatures
+_PERM = np.random.default_rng(1).integers(0, 2**64 - 1, size=(2, 256), dtype=np.uint64, endpoint=True)  # fixed seed: stable signatures
+_PERM[0] |= np.uint64(1)  # odd multipliers
 
 class Signature:
     "A MinHash signature (what datasketch's MinHashLSH reads: `hashvalues` and a length)."
@@ -388,28 +429,67 @@ def minhash(s:str, num_perm:int=64, k:int=5)->Signature:
     sig = np.full(num_perm, np.iinfo(np.uint64).max, np.uint64)
     for i in range(0, len(h), 4096):  # bounded memory for long documents
         blk = h[i:i + 4096, None]
-        sig = np.minimum(sig, (((blk * a + b) % _MERSENNE) & np.uint64(0xFFFFFFFF)).min(0))
+        sig = np.minimum(sig, ((blk * a + b) >> np.uint64(32)).min(0))  # multiply-add-shift: a 2-universal hash of 32-bit keys, no modulo
     return Signature(sig)
 
+@functools.lru_cache(maxsize=None)
+def lsh_bands(threshold:float, num_perm:int)->tuple[int, int]:
+    "(bands, rows per band) that datasketch's MinHashLSH picks for this threshold (false positives and negatives weighted equally)."
+    from datasketch import MinHashLSH
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    return lsh.b, lsh.r
+
+def band_keys(sig:Signature, bands:int, rows:int)->np.ndarray:
+    "One 64-bit key per LSH band of a signature: two documents are near-duplicate candidates when any band key is equal."
+    v = sig.hashvalues
+    return np.array([int.from_bytes(hashlib.blake2b(bytes([i]) + v[i * rows:(i + 1) * rows].tobytes(), digest_size=8).digest(), 'little')
+                     for i in range(bands)], np.uint64)
+
+class KeySet:
+    "A set of 64-bit keys at ~8 bytes each: a sorted NumPy array, plus the newest keys in a Python set, merged when it grows."
+    def __init__(self): self.arr, self.recent = np.empty(0, np.uint64), set()
+    def __len__(self): return len(self.arr) + len(self.recent)
+    def contains_any(self, keys:np.ndarray)->bool:
+        if any(int(k) in self.recent for k in keys): return True
+        if not len(self.arr): return False
+        i = np.minimum(np.searchsorted(self.arr, keys), len(self.arr) - 1)
+        return bool((self.arr[i] == keys).any())
+    def add(self, keys:np.ndarray):
+        self.recent.update(int(k) for k in keys)
+        if len(self.recent) >= max(1 << 16, len(self.arr) >> 3): self.compact()  # amortised O(1) per key; the set stays ≤ 1/8 of the array
+    def compact(self):
+        "Move the recent keys into the sorted array."
+        if not self.recent: return
+        new = np.fromiter(self.recent, np.uint64, len(self.recent)); new.sort()
+        self.arr = np.concatenate([self.arr, new]); self.arr.sort(kind='stable')  # two sorted runs: timsort merges them
+        self.recent = set()
+
+def text_key(s:str)->np.ndarray:
+    "64-bit key of a cleaned text, for exact dedup (odds of any false match among 100 million documents: ~3e-4)."
+    return np.array([int.from_bytes(hashlib.blake2b(s.encode('utf-8'), digest_size=8).digest(), 'little')], np.uint64)
+
 class Deduper:
-    "Exact and near-duplicate detection over a stream of cleaned documents (first occurrence wins)."
+    """Exact and near-duplicate detection over a stream of cleaned documents (first occurrence wins). Near duplicates:
+    MinHash LSH with datasketch's banding, indexed as 64-bit band keys in a `KeySet` (~8 bytes per key)."""
     def __init__(self, threshold:float=0.8, num_perm:int=64, near:bool=True, exact:bool=True):
-        from datasketch import MinHashLSH
-        self.seen, self.near, self.exact, self.num_perm = set(), near, exact, num_perm
-        self.lsh = MinHashLSH(threshold=threshold, num_perm=num_perm) if near else None
-        self.n = 0
-    def check(self, s:str, sig=None)->str|None:
+        self.near, self.exact, self.num_perm = near, exact, num_perm
+        self.bands, self.rows = lsh_bands(threshold, num_perm)
+        self.texts, self.band_index = KeySet(), KeySet()
+    def keys(self, s:str)->np.ndarray:
+        "The LSH band keys of s (what a worker process computes and sends instead of the text's signature)."
+        return band_keys(minhash(s, self.num_perm), self.bands, self.rows)
+    def check(self, s:str, keys:np.ndarray|None=None)->str|None:
         "'exact_dup', 'near_dup' or None (then s is remembered)."
-        h = hashlib.blake2b(s.encode('utf-8'), digest_size=12).digest()
-        if self.exact and h in self.seen: return 'exact_dup'
+        h = text_key(s)
+        if self.exact and self.texts.contains_any(h): return 'exact_dup'
         if self.near:
-            sig = sig or minhash(s, self.num_perm)
-            if self.lsh.query(sig): return 'near_dup'
-            self.lsh.insert(str(self.n), sig)
-        self.seen.add(h); self.n += 1
+            keys = self.keys(s) if keys is None else keys
+            if self.band_index.contains_any(keys): return 'near_dup'
+            self.band_index.add(keys)
+        self.texts.add(h)
         return None
 
-# %% ../nbs/01_clean.ipynb #19f96bb2
+# %% ../nbs/01_clean.ipynb #f56fd14a
 def _clean_batch(args):
     "Worker: clean a batch of (text, source, domain) tuples with a config dict (plain data: picklable from anywhere)."
     docs, cd, near = args
@@ -420,13 +500,14 @@ def _clean_batch(args):
     for d in docs:
         t.docs_in += 1
         s = clean_document(d, c, t, bp, hr)
-        if s is not None: out.append((s, d.source, d.domain, minhash(s) if near else None))
+        if s is not None: out.append((s, d.source, d.domain, band_keys(minhash(s), *lsh_bands(c.near_dup_threshold, 64)) if near else None))
     return out, t
 
 def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20):
     batch = []
-    for p in files:
-        for d in read_documents(p, tally, text_field, max_line_bytes):
+    for p in files:  # a Path, or a `datasets:` spec (str)
+        docs = read_dataset(p, tally, text_field) if isinstance(p, str) else read_documents(p, tally, text_field, max_line_bytes)
+        for d in docs:
             batch.append((d.text, d.source, d.domain))
             if len(batch) >= batch_docs: yield (batch, asdict(c), 'near_dup' in c.rules); batch = []
     if batch: yield (batch, asdict(c), 'near_dup' in c.rules)
@@ -440,7 +521,7 @@ def ordered_bounded_map(pool, fn, items, ahead:int):
         if len(q) >= ahead: yield q.popleft().get()
     while q: yield q.popleft().get()
 
-def clean_corpus(inputs:list, # files and/or directories
+def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG][@SPLIT]` specs
                  out_dir:str|Path, # cleaned JSON lines go here (clean-00000.jsonl, ...)
                  config:CleanConfig|None=None,
                  workers:int=2, # processes (1: in this process)
@@ -452,7 +533,8 @@ def clean_corpus(inputs:list, # files and/or directories
     "Clean a corpus: decode, normalise, filter, dedup, write; returns the report (also written as report.json)."
     from tqdm.auto import tqdm
     c = config or CleanConfig()
-    files = iter_files(inputs)
+    files = [f for i in inputs for f in ([str(i)] if str(i).startswith(DATASET_PREFIX) else iter_files([i]))]  # in the order given
+    specs = [f for f in files if isinstance(f, str)]
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob('clean-*.jsonl'): old.unlink()
     read_tally, work_tally = Tally(), Tally()
@@ -482,7 +564,7 @@ def clean_corpus(inputs:list, # files and/or directories
         if pool: pool.terminate(); pool.join()
         if fh: fh.close()
     rep = read_tally.merge(work_tally).to_dict()
-    rep['docs_read'] = rep['docs_in']; rep['files'] = len(files); rep['kept_by_domain'] = dict(per_domain)
+    rep['docs_read'] = rep['docs_in']; rep['files'] = len(files) - len(specs); rep['datasets'] = specs; rep['kept_by_domain'] = dict(per_domain)
     rep['output_files'] = sorted(p.name for p in out_dir.glob('clean-*.jsonl'))
     read_stage = ('empty_file', 'binary_file', 'bad_json', 'no_text_field', 'file_too_large')
     if rep['docs_in'] != rep['docs_out'] + sum(v for k, v in rep['dropped_docs'].items() if k not in read_stage):
@@ -490,13 +572,13 @@ def clean_corpus(inputs:list, # files and/or directories
     (out_dir/'report.json').write_text(json.dumps(rep, indent=1, ensure_ascii=False))
     return rep
 
-# %% ../nbs/01_clean.ipynb #08356f13
+# %% ../nbs/01_clean.ipynb #3d887969
 @call_parse
-def clean_cli(inputs:Param('input files or directories (.jsonl .parquet .txt, code, .html, .eml)', str, nargs='+'),
+def clean_cli(inputs:Param('input files or directories (.jsonl .parquet .txt, code, .html, .eml), or datasets:NAME[:CONFIG][@SPLIT]', str, nargs='+'),
               out:Param('output directory', str)='runs/clean',
               workers:Param('worker processes', int)=2,
               config:Param('YAML file of CleanConfig keys', str)=None,
-              text_field:Param('text field of .jsonl/.parquet records', str)='text',
+              text_field:Param('text field of .jsonl/.parquet records and datasets rows', str)='text',
               t2s:Param('convert Traditional to Simplified Chinese', store_true)=False,
               max_line_bytes:Param('drop lines longer than this many bytes', int)=1 << 20,
               json_out:Param('print the full report as JSON', store_true)=False):
@@ -508,7 +590,8 @@ def clean_cli(inputs:Param('input files or directories (.jsonl .parquet .txt, co
     except (FileNotFoundError, ValueError) as e:
         print(f'msllm-clean: {e}', file=sys.stderr); sys.exit(1)
     if json_out: print(json.dumps(rep, indent=1, ensure_ascii=False)); return
-    print(f"read {rep['docs_in']} documents from {rep['files']} files; kept {rep['docs_out']} -> {out}")
+    src = f"{rep['files']} files" + (f" and {len(rep['datasets'])} datasets" if rep['datasets'] else '')
+    print(f"read {rep['docs_in']} documents from {src}; kept {rep['docs_out']} -> {out}")
     for k, v in sorted(rep['dropped_docs'].items(), key=lambda kv: -kv[1]): print(f'  dropped {v:>7} documents: {k}')
     for k, v in sorted(rep['dropped_lines'].items(), key=lambda kv: -kv[1]): print(f'  dropped {v:>7} lines:     {k}')
     for k, v in sorted(rep['events'].items()): print(f'  {k}: {v}')

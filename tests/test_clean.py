@@ -54,6 +54,29 @@ def test_text_field_and_parquet(tmp_path):
         C.clean_corpus([tmp_path / 'en_rows.parquet'], tmp_path / 'o2', workers=1, progress=False)
 
 
+def test_datasets_input_through_the_cli(tmp_path):
+    "A `datasets:` input (a local Parquet dataset folder, read offline by datasets.load_dataset) cleaned with files, by the CLI."
+    import pyarrow as pa, pyarrow.parquet as pq
+    d = tmp_path / 'hub_like' / 'data'; d.mkdir(parents=True)
+    rows = ['Dataset row one has plenty of ordinary English words in it.', None, 'Dataset row three is also long enough to keep.']
+    pq.write_table(pa.table({'body': rows, 'id': [1, 2, 3]}), d / 'train-00000-of-00001.parquet')
+    pq.write_table(pa.table({'body': ['A validation row that is long enough to be kept.'], 'id': [9]}), d / 'validation-00000-of-00001.parquet')
+    (tmp_path / 'en_file.txt').write_text('A plain text file paragraph that is long enough to keep.\n')
+    spec = f"datasets:{tmp_path / 'hub_like'}"
+    r = run_clean(spec, f'{spec}@validation', tmp_path / 'en_file.txt', '--out', tmp_path / 'o', '--text_field', 'body', '--workers', '1', '--json_out')
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep['files'] == 1 and rep['datasets'] == [spec, f'{spec}@validation']
+    assert rep['docs_out'] == 4 and rep['dropped_docs'] == {'no_text_field': 1}
+    assert any(f'{spec}:row 2' in e for e in rep['examples']['no_text_field'])
+    kept = [json.loads(l) for f in sorted((tmp_path / 'o').glob('clean-*.jsonl')) for l in f.read_text().splitlines()]
+    assert [k['source'] for k in kept] == [f'{spec}:1', f'{spec}:3', f'{spec}@validation:1', str(tmp_path / 'en_file.txt') + ':1']
+    for bad, msg in [((spec,), "no column 'text'"), (('datasets:no-such-org/no-such-dataset',), 'no-such-org/no-such-dataset'),
+                     (('datasets:@train',), 'no dataset name')]:
+        r = run_clean(*bad, '--out', tmp_path / 'bad', '--workers', '1')
+        assert r.returncode == 1 and msg in r.stderr, r.stderr[-2000:]
+
+
 def test_huge_single_line_in_bounded_memory(tmp_path):
     big = tmp_path / 'en_big.txt'
     with open(big, 'wb') as f:
