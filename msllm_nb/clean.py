@@ -497,10 +497,11 @@ def _clean_batch(args):
     docs = [Doc(*d) for d in docs]
     t = Tally(); out = []
     bp, hr = re.compile('|'.join(c.boilerplate), re.I), re.compile(c.html_remnant)
+    keys = Deduper(c.near_dup_threshold).keys  # the parent's Deduper has the same banding: it only compares these keys
     for d in docs:
         t.docs_in += 1
         s = clean_document(d, c, t, bp, hr)
-        if s is not None: out.append((s, d.source, d.domain, band_keys(minhash(s), *lsh_bands(c.near_dup_threshold, 64)) if near else None))
+        if s is not None: out.append((s, d.source, d.domain, keys(s) if near else None))
     return out, t
 
 def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20):
