@@ -16,10 +16,11 @@ import msllm_nb.model as msm
 import msllm_nb.train_llm as tl
 
 # %% auto #0
-__all__ = ['GB', 'TUTORIAL_TABLE', 'activation_bytes', 'estimate_memory', 'measure_train_memory', 'advise', 'memory_cli',
-           'clip_by_global_norm', 'lr_table', 'shard_slice', 'ShardedAdamW', 'ordered_weights', 'make_update',
-           'comm_bytes_per_step', 'Barrier', 'optimizer_files', 'merge_zero_shards', 'shard_optimizer_state',
-           'load_step_state', 'merge_zero_checkpoint', 'AccumStep', 'LossScaledStep', 'build_step']
+__all__ = ['GB', 'CPU_KEPT', 'CPU_RUNTIME', 'TUTORIAL_TABLE', 'activation_bytes', 'cpu_activation_bytes', 'estimate_memory',
+           'measure_train_memory', 'advise', 'memory_cli', 'clip_by_global_norm', 'lr_table', 'shard_slice',
+           'ShardedAdamW', 'ordered_weights', 'make_update', 'comm_bytes_per_step', 'Barrier', 'optimizer_files',
+           'merge_zero_shards', 'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint', 'AccumStep',
+           'LossScaledStep', 'build_step']
 
 # %% ../nbs/07_zero.ipynb #1b23e5cf
 GB = 1e9
@@ -38,6 +39,21 @@ def activation_bytes(c:msm.LlamaConfig, seq_len:int, micro_batch:int=1,
     if recompute: return L * act_bytes * b * s * h + per_layer + head  # layer inputs, plus one layer recomputed at a time
     return L * per_layer + head
 
+# MindSpore 2.9's CPU backend keeps every intermediate tensor of the compiled training step until the step ends (no memory
+# reuse; `ms.runtime.set_memory(optimize_level='O1')` changes nothing there). Counted in the compiled graph below, in fp32
+# elements per token: each layer keeps 75 h-sized, 8 ffn-sized and 8.5 × heads × s score-sized tensors, the rest of the
+# model 15 h-sized and 4 vocab-sized ones. The compiled graph and its kernels take a fixed amount plus about 74 MB per
+# layer, measured below with a 16-token batch (where activations are negligible).
+CPU_KEPT = {'h': 75, 'f': 8, 'scores': 8.5, 'outer_h': 15, 'vocab': 4}
+CPU_RUNTIME = {'fixed': 63e6, 'per_layer': 74e6}
+
+def cpu_activation_bytes(c:msm.LlamaConfig, seq_len:int, micro_batch:int=1)->float:
+    "Bytes of intermediate tensors MindSpore's CPU backend holds during one fp32 training step (all of them: no reuse)."
+    k, L = CPU_KEPT, c.num_hidden_layers
+    per_token = (L * (k['h'] * c.hidden_size + k['f'] * c.intermediate_size + k['scores'] * c.num_attention_heads * seq_len)
+                 + k['outer_h'] * c.hidden_size + k['vocab'] * c.vocab_size)
+    return 4.0 * micro_batch * seq_len * per_token
+
 def estimate_memory(c:msm.LlamaConfig, # the model, e.g. msllm_nb.model.PRESETS['7b']
                     seq_len:int=2048, micro_batch:int=1,
                     precision:str='mixed', # 'fp32', or 'mixed' (fp16/bf16 compute, fp32 master weights and Adam moments)
@@ -45,17 +61,23 @@ def estimate_memory(c:msm.LlamaConfig, # the model, e.g. msllm_nb.model.PRESETS[
                     zero:int=0, # 0 none; 1 optimizer states; 2 + gradients; 3 + weights
                     tp:int=1, # tensor-parallel degree: weights, gradients, states and activations split tp ways
                     recompute:bool=False, flash:bool=False,
-                    offload:bool=False # optimizer states in host memory
+                    offload:bool=False, # optimizer states in host memory
+                    backend:str='device' # 'device' (GPU/Ascend: memory reused) or 'cpu' (MindSpore's CPU backend, fp32: every intermediate kept, plus the compiled graph)
                    )->dict:
-    "Bytes per device of weights, gradients, optimizer states and activations (and host bytes when offloading)."
+    "Bytes per device of weights, gradients, optimizer states, activations and runtime (and host bytes when offloading)."
     if precision not in ('fp32', 'mixed'): raise ValueError(f'precision {precision!r}: fp32 or mixed')
+    if backend not in ('device', 'cpu'): raise ValueError(f'backend {backend!r}: device or cpu')
+    if backend == 'cpu' and (precision != 'fp32' or tp > 1 or recompute or flash or offload):
+        raise ValueError('backend cpu models fp32 training without tensor parallelism, recompute, flash attention or offload')
     if zero not in (0, 1, 2, 3): raise ValueError(f'zero {zero}: 0, 1, 2 or 3')
     P = msm.param_count(c) / tp
     w, g, o = (4, 4, 8) if precision == 'fp32' else (2, 2, 12)
     opt = P * o / (dp if zero >= 1 else 1)
     r = {'weights': P * w / (dp if zero >= 3 else 1), 'gradients': P * g / (dp if zero >= 2 else 1),
          'optimizer': 0.0 if offload else opt,
-         'activations': activation_bytes(c, seq_len, micro_batch, 4 if precision == 'fp32' else 2, recompute, flash) / tp}
+         'activations': cpu_activation_bytes(c, seq_len, micro_batch) if backend == 'cpu' else
+                        activation_bytes(c, seq_len, micro_batch, 4 if precision == 'fp32' else 2, recompute, flash) / tp,
+         'runtime': CPU_RUNTIME['fixed'] + CPU_RUNTIME['per_layer'] * c.num_hidden_layers if backend == 'cpu' else 0.0}
     r['total'] = sum(r.values())
     r['host_optimizer'] = opt if offload else 0.0
     return r
@@ -65,6 +87,8 @@ def _memory_child(spec:str):
     import resource
     d = json.loads(spec)
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
+    if d.get('ir_dir'): ms.set_context(save_graphs=1, save_graphs_path=d['ir_dir'])
+    if d.get('optimize_level'): ms.runtime.set_memory(optimize_level=d['optimize_level'])
     (ops.ones((2, 2), ms.float32) * 2).asnumpy()  # the runtime is up before the baseline
     rss = lambda: int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
     r0 = rss()
@@ -84,11 +108,14 @@ def _memory_child(spec:str):
     print(json.dumps({'delta_bytes': peak - r0, 'step_s': min(t[1:])}))
 
 def measure_train_memory(c:msm.LlamaConfig, seq_len:int, batch:int, recompute:bool=False,
-                         accum:int=1 # > 1: `AccumStep` with batch / accum rows per micro-batch
+                         accum:int=1, # > 1: `AccumStep` with batch / accum rows per micro-batch
+                         ir_dir:str=None, # also write the compiled graphs' IR here (`save_graphs`; hundreds of MB)
+                         optimize_level:str=None # `ms.runtime.set_memory(optimize_level=...)`: 'O0' or 'O1'
                         )->dict:
     "Peak resident-memory growth (bytes) and step time of a fresh CPU process training `c` on batch × seq_len tokens."
     import dataclasses
-    spec = json.dumps({'model': dataclasses.asdict(c), 'seq_len': seq_len, 'batch': batch, 'recompute': recompute, 'accum': accum})
+    spec = json.dumps({'model': dataclasses.asdict(c), 'seq_len': seq_len, 'batch': batch, 'recompute': recompute, 'accum': accum,
+                       'ir_dir': ir_dir and str(ir_dir), 'optimize_level': optimize_level})
     r = subprocess.run([sys.executable, '-c', f'import msllm_nb.zero as z; z._memory_child({spec!r})'],
                        capture_output=True, text=True, timeout=600, env={**os.environ, 'GLOG_v': '3'})
     if r.returncode: raise RuntimeError(f'memory measurement failed:\n{r.stderr[-2000:]}')
@@ -134,6 +161,7 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
                precision:Param('mixed or fp32', str)='mixed',
                seq_len:Param('sequence length (default: the config\'s)', int)=None,
                micro_batch:Param('micro-batch per device (default: the config\'s batch_size / accum_steps)', int)=None,
+               cpu:Param("estimate for MindSpore's CPU backend (fp32; every intermediate kept, plus the compiled graph); no layout advice", store_true)=False,
                json_out:Param('print JSON', store_true)=False):
     "Estimate per-device training memory by sharding stage and recommend a parallel layout."
     import pandas as pd
@@ -143,18 +171,23 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
         else:
             cfg = tl.load_config(config)
             c, s, b = tl.model_config(cfg), seq_len or cfg.seq_len, micro_batch or cfg.batch_size // cfg.accum_steps
+        backend, precision = ('cpu', 'fp32') if cpu else ('device', precision)
+        cols = ('weights', 'gradients', 'optimizer', 'activations') + (('runtime',) if cpu else ()) + ('total',)
         table = {}
         for z in range(4):
             if z and devices == 1: break
-            m = estimate_memory(c, s, b, precision, devices, z)
-            table[f'ZeRO-{z}' if z else 'DP'] = {k: round(m[k] / GB, 2) for k in ('weights', 'gradients', 'optimizer', 'activations', 'total')}
-        adv = advise(c, device_gb, devices, devices_per_node, interconnect, s, b, precision)
+            m = estimate_memory(c, s, b, precision, devices, z, backend=backend)
+            table[f'ZeRO-{z}' if z else 'DP'] = {k: round(m[k] / GB, 2) for k in cols}
+        adv = None if cpu else advise(c, device_gb, devices, devices_per_node, interconnect, s, b, precision)
     except (ValueError, FileNotFoundError) as e:
         print(f'msllm-memory: {e}', file=sys.stderr); sys.exit(2)
-    out = {'params': msm.param_count(c), 'seq_len': s, 'micro_batch': b, 'precision': precision, 'gb_per_device': table, 'advice': adv}
+    out = {'params': msm.param_count(c), 'seq_len': s, 'micro_batch': b, 'precision': precision, 'backend': backend,
+           'gb_per_device': table, 'advice': adv}
     if json_out: print(json.dumps(out, indent=1)); return
-    print(f'{msm.param_count(c) / 1e9:.2f} B parameters, seq_len {s}, micro-batch {b}, {precision}: GB per device on {devices} devices')
+    where = 'GB per process on MindSpore\'s CPU backend' if cpu else 'GB per device'
+    print(f'{msm.param_count(c) / 1e9:.2f} B parameters, seq_len {s}, micro-batch {b}, {precision}: {where}, {devices} in the job')
     print(pd.DataFrame(table).T.to_string())
+    if cpu: return
     print(f"\nrecommended on {devices} × {device_gb:g} GB ({interconnect}): {adv['layout'] or adv['reason']}")
     print(f"the tutorial's table: {adv['tutorial']}")
 

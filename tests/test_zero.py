@@ -41,6 +41,30 @@ def test_advice_follows_the_memory():
     assert z.advise(msm.PRESETS['7b'], 24, 1)['layout'] is None
 
 
+def test_cpu_backend_estimate():
+    "backend='cpu': same states, every intermediate the CPU graph keeps, plus the compiled graph; refuses what it does not model."
+    c = msm.LlamaConfig(hidden_size=320, intermediate_size=864, num_hidden_layers=3, num_attention_heads=5, num_key_value_heads=5, vocab_size=6000)
+    dev, cpu = z.estimate_memory(c, 160, 3, 'fp32'), z.estimate_memory(c, 160, 3, 'fp32', backend='cpu')
+    for k in ('weights', 'gradients', 'optimizer'): assert cpu[k] == dev[k]
+    k = z.CPU_KEPT
+    per_token = 3 * (k['h'] * 320 + k['f'] * 864 + k['scores'] * 5 * 160) + k['outer_h'] * 320 + k['vocab'] * 6000
+    assert cpu['activations'] == pytest.approx(4 * 3 * 160 * per_token)
+    assert cpu['runtime'] == z.CPU_RUNTIME['fixed'] + 3 * z.CPU_RUNTIME['per_layer'] and dev['runtime'] == 0
+    assert cpu['total'] == pytest.approx(sum(cpu[k] for k in ('weights', 'gradients', 'optimizer', 'activations', 'runtime')))
+    assert cpu['activations'] > 3 * dev['activations']  # nothing reused on CPU
+    for bad in (dict(precision='mixed'), dict(recompute=True), dict(flash=True), dict(tp=2)):
+        with pytest.raises(ValueError, match='backend cpu models fp32'): z.estimate_memory(c, 160, 3, **{'precision': 'fp32', **bad}, backend='cpu')
+    with pytest.raises(ValueError, match="backend 'tpu'"): z.estimate_memory(c, backend='tpu')
+
+
+@pytest.mark.slow
+def test_cpu_estimate_on_a_shape_nothing_else_measures():
+    "Within the chapter's ±15 % on a model shape, batch and sequence length that neither 07 nor bench/zero.py uses."
+    c = msm.LlamaConfig(hidden_size=320, intermediate_size=864, num_hidden_layers=3, num_attention_heads=5, num_key_value_heads=5, vocab_size=6000)
+    measured = z.measure_train_memory(c, 160, 3)['delta_bytes']
+    assert z.estimate_memory(c, 160, 3, 'fp32', backend='cpu')['total'] / measured == pytest.approx(1, abs=0.15), measured
+
+
 def test_comm_volume():
     P = 1000
     assert z.comm_bytes_per_step(P, 2, 0)['total'] == 4000  # all-reduce: 2 (N-1)/N × 4 B × P
@@ -56,6 +80,10 @@ def test_memory_cli(tmp_path):
     assert out['advice']['layout'].startswith('DP×8')
     r = run([BIN / 'msllm-memory', '--config', 'tiny', '--devices', '1', '--device_gb', '16'])
     assert r.returncode == 0 and 'recommended on 1 × 16 GB' in r.stdout and 'ZeRO-1' not in r.stdout
+    r = run([BIN / 'msllm-memory', '--config', 'tiny', '--devices', '2', '--cpu', '--json_out'])
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out['backend'] == 'cpu' and out['precision'] == 'fp32' and out['advice'] is None
+    assert out['gb_per_device']['DP']['runtime'] > 0 and out['gb_per_device']['ZeRO-1']['optimizer'] < out['gb_per_device']['DP']['optimizer']
     r = run([BIN / 'msllm-memory', '--config', tmp_path / 'nope.yaml'])
     assert r.returncode == 2 and 'nope.yaml: no such file' in r.stderr
     r = run([BIN / 'msllm-memory', '--interconnect', 'carrier-pigeon'])
