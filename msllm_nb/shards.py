@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')  # local files only: nothing is fetched from a hub
-import json, math, multiprocessing as mp, random, sys
+import functools, itertools, json, math, multiprocessing as mp, random, re, sys
 from collections import Counter
 from pathlib import Path
 import numpy as np
@@ -58,9 +58,11 @@ def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-
 # %% ../nbs/03_shards.ipynb #c7644014
 def group_of(source:str)->str:
     "Mixing group of a document: a domain-prefixed file stem (`zh_news`), else a domain-prefixed folder (`web_email`), else the stem."
-    import re
-    p = Path(source.split(':')[0])
-    pre = re.compile(r'(zh|en|code|web)([_.\-]|$)')
+    return _group_of_path(source.split(':')[0])
+
+@functools.lru_cache(maxsize=65536)  # one call per document, few distinct files
+def _group_of_path(path:str)->str:
+    p, pre = Path(path), re.compile(r'(zh|en|code|web)([_.\-]|$)')
     if pre.match(p.stem): return p.stem
     if pre.match(p.parent.name): return p.parent.name
     return p.stem
@@ -71,15 +73,22 @@ def _tokenize_shard(args):
     import datasets, sentencepiece as spm
     datasets.disable_progress_bars()
     sp = spm.SentencePieceProcessor(model_file=model)
-    eos = sp.eos_id(); dtype = np.uint16 if sp.get_piece_size() <= 65536 else np.uint32
+    if sp.eos_id() < 0: raise ValueError(f'{model}: the tokenizer has no </s> piece (eos_id -1), which ends every document here')
+    dtype = np.uint16 if sp.get_piece_size() <= 65536 else np.uint32
+    def encode(b):  # one output row per batch: its tokens as one byte string (each document + </s>), lengths, groups
+        ids = sp.encode(b['text'], add_eos=True)
+        n = np.fromiter(map(len, ids), np.int64, len(ids))
+        return {'tokens': [np.fromiter(itertools.chain.from_iterable(ids), dtype, int(n.sum())).tobytes()], 'lengths': [n.tobytes()],
+                'groups': ['\n'.join(group_of(x or '') for x in (b.get('source') or [''] * len(ids)))]}
     stream = datasets.load_dataset('json', data_files=str(shard), split='train', streaming=True)
-    stream = stream.map(lambda b: {'ids': sp.encode(b['text'])}, batched=True, batch_size=batch_size)
+    cols = list(stream.column_names or next(iter(stream), {}).keys())  # streamed JSON has no schema until read
+    stream = stream.map(encode, batched=True, batch_size=batch_size, remove_columns=cols)
     starts, groups, n = [], [], 0
     with open(f'{out_prefix}.bin', 'wb') as f:
         for rec in stream:
-            a = np.asarray(rec['ids'] + [eos], dtype=dtype)
-            starts.append(n); groups.append(group_of(rec.get('source') or '')); n += len(a)
-            f.write(a.tobytes())
+            lengths = np.frombuffer(rec['lengths'], np.int64)
+            starts.extend((n + np.cumsum(lengths) - lengths).tolist()); n += int(lengths.sum())
+            groups.extend(rec['groups'].split('\n')); f.write(rec['tokens'])
     names = sorted(set(groups))
     np.savez(f'{out_prefix}.idx.npz', starts=np.asarray(starts + [n], np.int64),
              group=np.asarray([names.index(g) for g in groups], np.int32), group_names=np.asarray(names))

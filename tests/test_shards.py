@@ -71,6 +71,12 @@ def test_errors_are_clear(prepared, tmp_path):
     d, tok = prepared
     r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tmp_path / 'nope.model', '--out', tmp_path / 'o'], capture_output=True, text=True)
     assert r.returncode == 1 and 'nope.model: no such tokenizer model' in r.stderr
+    # a tokenizer trained elsewhere without </s>: every document ends with it here, so it is refused by name
+    import sentencepiece as spm
+    text = tmp_path / 'train.txt'; text.write_text('\n'.join(f'line {i} of some text, 文本 {i}' for i in range(300)), encoding='utf-8')
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / 'noeos'), vocab_size=100, eos_id=-1, minloglevel=2)
+    r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tmp_path / 'noeos.model', '--out', tmp_path / 'o2'], capture_output=True, text=True)
+    assert r.returncode == 1 and 'noeos.model: the tokenizer has no </s> piece' in r.stderr, r.stderr[-2000:]
     store = S.TokenStore(d / 'shards' / 'tokens')
     with pytest.raises(ValueError, match='longer than the .* tokens available'):
         S.PackedWindows(store, 10**9)
