@@ -40,10 +40,10 @@ def activation_bytes(c:msm.LlamaConfig, seq_len:int, micro_batch:int=1,
     return L * per_layer + head
 
 # MindSpore 2.9's CPU backend keeps every intermediate tensor of the compiled training step until the step ends (no memory
-# reuse; `ms.runtime.set_memory(optimize_level='O1')` changes nothing there). Counted in the compiled graph below, in fp32
+# reuse; `ms.runtime.set_memory(optimize_level='O1')` changes nothing there). Counted in chapter 07 from the compiled graph's IR, in fp32
 # elements per token: each layer keeps 75 h-sized, 8 ffn-sized and 8.5 × heads × s score-sized tensors, the rest of the
 # model 15 h-sized and 4 vocab-sized ones. The compiled graph and its kernels take a fixed amount plus about 74 MB per
-# layer, measured below with a 16-token batch (where activations are negligible).
+# layer, measured there with 16-token batches (where activations are negligible).
 CPU_KEPT = {'h': 75, 'f': 8, 'scores': 8.5, 'outer_h': 15, 'vocab': 4}
 CPU_RUNTIME = {'fixed': 63e6, 'per_layer': 74e6}
 
@@ -174,7 +174,7 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
         backend, precision = ('cpu', 'fp32') if cpu else ('device', precision)
         cols = ('weights', 'gradients', 'optimizer', 'activations') + (('runtime',) if cpu else ()) + ('total',)
         table = {}
-        for z in range(4):
+        for z in range(2 if cpu else 4):  # on CPU, train_llm runs ZeRO-1 at most
             if z and devices == 1: break
             m = estimate_memory(c, s, b, precision, devices, z, backend=backend)
             table[f'ZeRO-{z}' if z else 'DP'] = {k: round(m[k] / GB, 2) for k in cols}
