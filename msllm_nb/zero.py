@@ -84,7 +84,6 @@ def estimate_memory(c:msm.LlamaConfig, # the model, e.g. msllm_nb.model.PRESETS[
 
 # %% ../nbs/07_zero.ipynb #a9b1b118
 def _memory_child(spec:str):
-    import resource
     d = json.loads(spec)
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
     if d.get('ir_dir'): ms.set_context(save_graphs=1, save_graphs_path=d['ir_dir'])
@@ -104,7 +103,7 @@ def _memory_child(spec:str):
     t = []
     for _ in range(3):
         s = time.perf_counter(); step(ids)[0].asnumpy(); t.append(time.perf_counter() - s)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) * 1024  # this process's own peak: ru_maxrss would carry the parent's size over fork + exec
     print(json.dumps({'delta_bytes': peak - r0, 'step_s': min(t[1:])}))
 
 def measure_train_memory(c:msm.LlamaConfig, seq_len:int, batch:int, recompute:bool=False,
