@@ -89,8 +89,8 @@ def _memory_child(spec:str):
     if d.get('ir_dir'): ms.set_context(save_graphs=1, save_graphs_path=d['ir_dir'])
     if d.get('optimize_level'): ms.runtime.set_memory(optimize_level=d['optimize_level'])
     (ops.ones((2, 2), ms.float32) * 2).asnumpy()  # the runtime is up before the baseline
-    rss = lambda: int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
-    r0 = rss()
+    status = lambda key: int(next(l for l in open('/proc/self/status') if l.startswith(key)).split()[1]) * 1024  # bytes
+    r0 = status('VmRSS')
     ms.set_seed(0)
     c = msm.LlamaConfig(**d['model']); model = msm.LlamaForCausalLM(c)
     if d['recompute']:
@@ -103,7 +103,7 @@ def _memory_child(spec:str):
     t = []
     for _ in range(3):
         s = time.perf_counter(); step(ids)[0].asnumpy(); t.append(time.perf_counter() - s)
-    peak = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) * 1024  # this process's own peak: ru_maxrss would carry the parent's size over fork + exec
+    peak = status('VmHWM')  # this process's own peak: ru_maxrss would carry the parent's size over fork + exec
     print(json.dumps({'delta_bytes': peak - r0, 'step_s': min(t[1:])}))
 
 def measure_train_memory(c:msm.LlamaConfig, seq_len:int, batch:int, recompute:bool=False,
