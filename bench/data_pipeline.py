@@ -7,7 +7,7 @@
 2. Peak RSS of clean → shuffle/shard → tokenize on generated corpora of two sizes, each in a fresh process
    (peak of the parent and of its worker processes), with near-duplicate detection on and off.
 
-    python bench/data_pipeline.py [SMALL_MB LARGE_MB]   # default 100 400; writes bench/results/data_pipeline.md
+    python bench/data_pipeline.py [SMALL_MB LARGE_MB]   # default 500 2000 (about 16 minutes); writes bench/results/data_pipeline.md
 """
 import json, os, random, subprocess, sys, tempfile, textwrap, time
 from pathlib import Path
@@ -73,7 +73,7 @@ def rss_bench(tmp, sizes, model):
     return rows
 
 
-def main(sizes=(100, 400)):
+def main(sizes=(500, 2000)):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         runs = tokenize_bench(tmp)
@@ -98,4 +98,4 @@ def main(sizes=(100, 400)):
 
 
 if __name__ == '__main__':
-    main(tuple(int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (100, 400))
+    main(tuple(int(x) for x in sys.argv[1:3]) if len(sys.argv) > 2 else (500, 2000))

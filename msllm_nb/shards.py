@@ -21,7 +21,7 @@ __all__ = ['shuffle_and_shard', 'group_of', 'tokenize_shards', 'TokenStore', 'Pa
 def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-clean output)
                       out_dir:str|Path, # writes text-00000.jsonl, ...
                       shard_bytes:int=512 << 20, # target shard size
-                      bucket_bytes:int=64 << 20, # text shuffled in memory at once (Python holds ~2-3x this)
+                      bucket_bytes:int=64 << 20, # text shuffled in memory at once, as bytes (~2x this is held)
                       seed:int=0)->list[Path]:
     "Globally shuffle documents in bounded memory and write them as size-targeted JSON-lines shards."
     from msllm_nb.clean import iter_files
@@ -33,23 +33,25 @@ def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-
     k = max(1, math.ceil(total / bucket_bytes))
     rng = random.Random(seed)
     tmp_dir = out_dir/'.buckets'; tmp_dir.mkdir(exist_ok=True)
-    buckets = [open(tmp_dir/f'b{i}.jsonl', 'w', encoding='utf-8') for i in range(k)]
-    try:
+    buckets = [open(tmp_dir/f'b{i}.jsonl', 'wb') for i in range(k)]
+    try:  # lines stay bytes: as one str and its lines, a bucket took ~6x its size
         for p in files:
-            with open(p, encoding='utf-8') as f:
-                for line in f:
-                    if line.strip(): buckets[rng.randrange(k)].write(line if line.endswith('\n') else line + '\n')
+            with open(p, 'rb') as f:
+                for n, line in enumerate(f, 1):
+                    try: line.decode('utf-8')
+                    except UnicodeDecodeError as e: raise ValueError(f'{p}:{n}: not UTF-8 ({e.reason} at byte {e.start})') from None
+                    if line.strip(): buckets[rng.randrange(k)].write(line if line.endswith(b'\n') else line + b'\n')
     finally:
         for b in buckets: b.close()
     shards, fh, size = [], None, 0
     for i in range(k):
-        lines = (tmp_dir/f'b{i}.jsonl').read_text(encoding='utf-8').splitlines(keepends=True)
+        lines = (tmp_dir/f'b{i}.jsonl').read_bytes().split(b'\n')[:-1]  # only \n ends a line (str.splitlines also split at U+2028)
         rng.shuffle(lines)
         for line in lines:
-            if fh is None or size + len(line.encode()) > shard_bytes and size:
+            if fh is None or size + len(line) + 1 > shard_bytes and size:
                 if fh: fh.close()
-                shards.append(out_dir/f'text-{len(shards):05d}.jsonl'); fh = open(shards[-1], 'w', encoding='utf-8'); size = 0
-            fh.write(line); size += len(line.encode())
+                shards.append(out_dir/f'text-{len(shards):05d}.jsonl'); fh = open(shards[-1], 'wb'); size = 0
+            fh.write(line + b'\n'); size += len(line) + 1
         (tmp_dir/f'b{i}.jsonl').unlink()
     if fh: fh.close()
     tmp_dir.rmdir()
