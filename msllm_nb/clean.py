@@ -471,7 +471,7 @@ def minhash_many(texts:list, # documents
     """MinHash signatures (len(texts) × num_perm) of the character k-gram shingles of each text (lower-cased, whitespace
     runs as one space): one hash per shingle picks a bin and a value, each bin keeps its minimum (one-permutation
     hashing), an empty bin borrows the next filled bin's value (rotation densification); all texts in one NumPy pass."""
-    u32, m32, (a, b) = np.uint64(32), np.uint64(0xFFFFFFFF), _MIX
+    u32, (a, b) = np.uint64(32), _MIX
     low = [s.lower() or ' ' for s in texts]; n = len(low)
     lens = np.fromiter(map(len, low), np.int64, n); start = np.cumsum(lens) - lens
     cp = np.frombuffer(''.join(low).encode('utf-32-le', 'surrogatepass'), np.uint32).astype(np.uint64)
