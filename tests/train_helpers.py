@@ -36,8 +36,14 @@ def msrun(tokens, out, *extra):
     "train_llm under msrun with 2 local workers of 4 rows each (the reference's global batch)."
     r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
              '--join=True', tl.__file__, *args(tokens, out, *extra, batch=4)], timeout=900)
-    assert r.returncode == 0, (out / 'logs' / 'worker_0.log').read_text()[-3000:]
+    assert r.returncode == 0, launch_report(r, out / 'logs')
     return out
+
+
+def launch_report(r, logs):
+    "What a failed launch left: the launcher's own output, then the end of every log (scheduler and each worker)."
+    tails = [f'--- {p.name}\n' + p.read_text(errors='replace')[-1500:] for p in sorted(Path(logs).glob('*.log'))]
+    return '\n'.join([f'exit {r.returncode}; launcher output:\n' + (r.stdout + r.stderr)[-2000:], *tails])
 
 
 def check_dp(out, reference, world=2):
