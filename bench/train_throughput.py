@@ -154,11 +154,17 @@ VARIANTS = {
     'rope as matmul': 'rotate_half(x) as x @ R (R a fixed signed permutation) instead of two slices, a negation and a concat',
     'scale q before QKᵀ': 'q * (1/√d) on [B, heads, T, d] before the score matmul, instead of the scores [B, heads, T, T] after it',
     'fused QKV and gate/up': 'one matmul for wq/wk/wv and one for w1/w3 (weights concatenated in the step, outputs split)',
+    'mask: masked_fill': 'the causal mask applied with ops.masked_fill(scores, k > q, -1e9) instead of adding a [T, T] float mask',
+    'compile cache': 'ms.set_context(enable_compile_cache=True, compile_cache_path=...): the second and later processes load the compiled graph',
+    'data sink': 'batches fed through ms.data_sink(step, dataset) from a GeneratorDataset, instead of a Tensor passed to the step cell',
     'logits for every position (before)': 'the model runs on all of ids and the loss drops the last position (logits[:, :-1]); shipped until 2026-11-30',
 }
 
 
 def _apply_variant(variant):
+    if ' + ' in variant:  # a combination: each part in turn
+        for v in variant.split(' + '): _apply_variant(v)
+        return
     import mindspore as ms
     from mindspore import ops
     import msllm_nb.train_llm as T
@@ -207,6 +213,20 @@ def _apply_variant(variant):
             g, u = ops.split(ops.matmul(x, ops.cat((self.w1.weight, self.w3.weight), 0).T), [self.w1.weight.shape[0]] * 2, -1)
             return self.w2(ops.silu(g) * u)
         M.Attention.construct, M.FeedForward.construct = attention, ffn
+    elif variant == 'mask: masked_fill':
+        import msllm_nb.model as M
+        def attention(self, x, cos, sin, mask, past_k=None, past_v=None):  # model.Attention.construct, training path (no cache, no GQA)
+            B, T, _ = x.shape
+            q = self.wq(x).reshape(B, T, self.nh, self.hd).swapaxes(1, 2)
+            k = self.wk(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+            v = self.wv(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+            q, k = q * cos + M.rotate_half(q) * sin, k * cos + M.rotate_half(k) * sin
+            att = ops.masked_fill(self.qk(q, k) * self.scale, mask < 0, -1e9)
+            y = ops.matmul(ops.softmax(att, -1), v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
+            return self.wo(y), k, v
+        M.Attention.construct = attention
+    elif variant == 'compile cache':  # measure_variants names a folder shared by the repetitions
+        ms.set_context(enable_compile_cache=True, compile_cache_path=os.environ['MSLLM_BENCH_COMPILE_CACHE'])
     elif variant == 'logits for every position (before)':
         def construct(self, ids): return self.loss_fn(self.model(ids), ids)  # CausalLMLoss slices the last position off
         T.LossCell.construct = construct
@@ -220,63 +240,90 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline'):
     from msllm_nb.train_llm import flops_per_token
     cfg = LlamaConfig(**fields, max_position_embeddings=max(SEQS))
     ids = np.random.default_rng(1).integers(3, cfg.vocab_size, (batch, seq)).astype(np.int32)
-    if fw == 'ms':
-        import mindspore as ms
-        ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE); ms.set_seed(0)
-        _apply_variant(variant)
-        from msllm_nb.model import LlamaForCausalLM
-        from msllm_nb.train_llm import LossCell, TrainStep, make_optimizer
-        model = LlamaForCausalLM(cfg)
-        init = {p.name: p.asnumpy() for p in model.get_parameters()}
-        np.savez(weights, **{_ms_to_torch_name(k): v for k, v in init.items()})
-        step_cell = TrainStep(LossCell(model), make_optimizer(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=100000))
-        step_cell.set_train(); x = ms.Tensor(ids)
-        def step(): return float(step_cell(x)[0].asnumpy())
-    else:
-        import torch
-        torch.set_num_threads(os.cpu_count())  # its default varied between runs here (1 or 2): pin it to MindSpore's
-        torch.manual_seed(0)
-        model = _torch_model(cfg)
-        w = np.load(weights)
-        model.load_state_dict({k: torch.from_numpy(w[k]) for k in w.files}, strict=False)  # buffers cos/sin stay
-        decay = [p for p in model.parameters() if p.dim() >= 2]; no_decay = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': no_decay, 'weight_decay': 0.0}],
-                                lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
-        from msllm_nb.train_llm import lr_at
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, 1e-3, 1e-4, 10, 100000) / 1e-3)
-        x = torch.from_numpy(ids.astype(np.int64))
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss = model(x); loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step(); sched.step()
-            return float(loss.detach())
-    t0 = time.perf_counter(); first = step(); warm = time.perf_counter() - t0
-    step()
+    def setup():
+        if fw == 'ms':
+            import mindspore as ms
+            ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE); ms.set_seed(0)
+            _apply_variant(variant)
+            from msllm_nb.model import LlamaForCausalLM
+            from msllm_nb.train_llm import LossCell, TrainStep, make_optimizer
+            model = LlamaForCausalLM(cfg)
+            init = {p.name: p.asnumpy() for p in model.get_parameters()}
+            np.savez(weights, **{_ms_to_torch_name(k): v for k, v in init.items()})
+            step_cell = TrainStep(LossCell(model), make_optimizer(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=100000))
+            step_cell.set_train(); x = ms.Tensor(ids)
+            def step(): return float(step_cell(x)[0].asnumpy())
+            if 'data sink' in variant.split(' + '):
+                import mindspore.dataset as ds
+                class Same:  # the same batch every step, as a random-access source of known length
+                    def __len__(self): return 10 ** 4
+                    def __getitem__(self, i): return (ids,)
+                data = ds.GeneratorDataset(Same(), ['input_ids'], shuffle=False)
+                sink = ms.data_sink(step_cell, data, sink_size=1)
+                def step(): return float(sink()[0].asnumpy())
+        else:
+            import torch
+            torch.set_num_threads(os.cpu_count())  # its default varied between runs here (1 or 2): pin it to MindSpore's
+            torch.manual_seed(0)
+            model = _torch_model(cfg)
+            w = np.load(weights)
+            model.load_state_dict({k: torch.from_numpy(w[k]) for k in w.files}, strict=False)  # buffers cos/sin stay
+            decay = [p for p in model.parameters() if p.dim() >= 2]; no_decay = [p for p in model.parameters() if p.dim() < 2]
+            opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': no_decay, 'weight_decay': 0.0}],
+                                    lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+            from msllm_nb.train_llm import lr_at
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, 1e-3, 1e-4, 10, 100000) / 1e-3)
+            x = torch.from_numpy(ids.astype(np.int64))
+            def step():
+                opt.zero_grad(set_to_none=True)
+                loss = model(x); loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step(); sched.step()
+                return float(loss.detach())
+        t0 = time.perf_counter(); first = step(); warm = time.perf_counter() - t0
+        step()
+        return step, first, warm
+    try: step, first, warm = setup()
+    except Exception as e:  # e.g. a setting this backend refuses: the table shows the message
+        conn.send({'error': f'{type(e).__name__}: {e}'.splitlines()[0][:300]}); return
     conn.send({'first_loss': first, 'warmup_s': warm, 'threads': _threads(fw), 'flops_per_token': flops_per_token(cfg, seq)})
     while True:
         cmd = conn.recv()
         if cmd == 'profile': conn.send(_profile(fw, step)); continue
         if cmd == 'stop': break
-        times = []
+        times, c0 = [], _cpu_s()
         for _ in range(cmd):
             t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
-        conn.send(times)
+        conn.send({'times': times, 'cpu_s': _cpu_s() - c0})  # CPU seconds of all the process's threads over these steps
+
+
+def _cpu_s():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime
+
+
+# the matrix-multiply kernels of each side's profile (the rest is elementwise, reductions, layout, softmax, optimizer)
+MATMUL_OPS = {'ms': {'MatMul', 'BatchMatMul', 'MatMulExt', 'BatchMatMulExt', 'Dense'},
+              'torch': {'aten::mm', 'aten::bmm', 'aten::addmm', 'aten::baddbmm'}}
 
 
 def _profile(fw, step, steps=3):
-    "Operator time per step by operator type: MindSpore's profiler (train_llm.profile_steps) or torch.profiler (self CPU time)."
+    """Operator time per step by operator type: MindSpore's profiler (train_llm.profile_steps) or torch.profiler (self CPU
+    time); the top 10, the total and the matmul kernels' part of it."""
     if fw == 'ms':
         from msllm_nb.train_llm import profile_steps
         with tempfile.TemporaryDirectory() as d:
-            r = profile_steps(step, d, steps=steps, warmup=0, top=10)
-        return {'ops': [(o['op'], o['ms_per_step'], o['share']) for o in r['ops']], 'total_ms': r['op_ms_per_step']}
-    import torch
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        for _ in range(steps): step()
-    ev = [(e.key, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages() if not e.key.startswith('ProfilerStep')]
-    total = sum(t for _, t in ev)
-    return {'ops': [(k, t, t / total) for k, t in sorted(ev, key=lambda kv: -kv[1])[:10]], 'total_ms': total}
+            r = profile_steps(step, d, steps=steps, warmup=0, top=10 ** 6)
+        ev, total = [(o['op'], o['ms_per_step']) for o in r['ops']], r['op_ms_per_step']
+    else:
+        import torch
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(steps): step()
+        ev = sorted(((e.key, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages() if not e.key.startswith('ProfilerStep')),
+                    key=lambda kv: -kv[1])
+        total = sum(t for _, t in ev)
+    return {'ops': [(k, t, t / total) for k, t in ev[:10]], 'total_ms': total,
+            'matmul_ms': sum(t for k, t in ev if k in MATMUL_OPS[fw])}
 
 
 def _threads(fw):
@@ -297,21 +344,29 @@ def _turn(conns, procs, who, steps):
         for p in others: os.kill(p.pid, signal.SIGCONT)
 
 
+def _reps(times, reps):
+    "The per-step times split back into their repetitions."
+    n = len(times) // reps
+    return [times[i * n:(i + 1) * n] for i in range(reps)]
+
+
 def measure_variants(steps, reps, only=None):
     """MindSpore tok/s of each VARIANTS entry on the tiny size at seq 256. Each turn is a fresh process, alone on the
     machine (compile, 2 warm-up steps, then `steps` timed steps); the order is reversed every other repetition.
     An earlier version kept all variants alive and took turns with SIGSTOP, like `measure`: there the first-started
     process (the baseline) came out 1.1-1.7x slower than every variant, while fresh processes ranked it first."""
     (fields, batch), seq = SIZES[next(iter(SIZES))], 256
-    names = [v for v in VARIANTS if not only or v == 'baseline' or v in only]
+    names = ['baseline', *[v for v in only if v != 'baseline']] if only else list(VARIANTS)
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ['MSLLM_BENCH_COMPILE_CACHE'] = str(Path(tmp) / 'compile_cache')  # spawned workers inherit it
         for r in range(reps):
             for v in (names if r % 2 == 0 else names[::-1]):
                 if 'error' in res.get(v, {}): continue
                 try: info = _fresh_turn('ms', fields, batch, seq, str(Path(tmp) / 'w.npz'), steps, variant=v)
                 except RuntimeError as e: res[v] = {'error': str(e)}; continue
-                res.setdefault(v, {**info, 'times': []})['times'] += info['times']
+                got = res.setdefault(v, {**info, 'times': [], 'warmups': []})
+                got['times'] += info['times']; got['warmups'].append(info['warmup_s'])
     return res, batch * seq
 
 
@@ -325,7 +380,8 @@ def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=(), variant='basel
     try: info = a.recv()
     except EOFError:
         p.join(30); raise RuntimeError(f'the process died during compile/warm-up (exit code {p.exitcode})') from None
-    a.send(steps); info['times'] = a.recv()
+    if 'error' in info: p.join(30); raise RuntimeError(info['error'])
+    a.send(steps); info.update(a.recv())
     for cmd in extra: a.send(cmd); info[cmd] = a.recv()
     a.send('stop'); p.join(60)
     return info
@@ -341,21 +397,49 @@ def measure(name, fields, batch, seq, steps, reps, profile=False, fresh=False):
             for r in range(reps):
                 for fw in (('ms', 'torch') if r % 2 == 0 else ('torch', 'ms')):
                     info = _fresh_turn(fw, fields, batch, seq, weights, steps, ('profile',) if r == 0 and profile else ())
-                    res.setdefault(fw, {**info, 'times': []})['times'] += info['times']
+                    got = res.setdefault(fw, {**info, 'times': [], 'cpu_s': 0.0})
+                    got['times'] += info['times']; got['cpu_s'] += info['cpu_s']
             return res
         res, procs, conns = {}, {}, {}
         for fw in ('ms', 'torch'):  # MindSpore first: it writes the initial weights the PyTorch side loads
             a, b = ctx.Pipe()
             procs[fw] = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b), daemon=True)
             procs[fw].start(); conns[fw] = a; b.close()
-            res[fw] = conns[fw].recv(); res[fw]['times'] = []
+            res[fw] = conns[fw].recv(); res[fw].update(times=[], cpu_s=0.0)
         for r in range(reps):  # alternate, starting side swapped each repetition
             for fw in (('ms', 'torch') if r % 2 == 0 else ('torch', 'ms')):
-                res[fw]['times'] += _turn(conns, procs, fw, steps)
+                got = _turn(conns, procs, fw, steps)
+                res[fw]['times'] += got['times']; res[fw]['cpu_s'] += got['cpu_s']
         for fw in ('ms', 'torch'):
             if profile: res[fw]['profile'] = _turn(conns, procs, fw, 'profile')
             conns[fw].send('stop'); procs[fw].join(60)
     return res
+
+
+def time_split(profiles):
+    """Why a size is below 1.0: each side's step (median wall time) split into matmul kernels, other kernels and time
+    outside any kernel (wall minus the profiler's operator total), and how many cores its threads kept busy."""
+    rows = ['### Where a step\'s time goes, and why MindSpore is slower', '',
+            '| model | batch × seq | side | step ms | matmul kernels ms | other kernels ms | outside kernels ms | cores busy | '
+            'MindSpore\'s extra time per step: matmul / other kernels / outside kernels |', '|---|---|---|---|---|---|---|---|---|']
+    for label, batch, seq, r in profiles:
+        split = {}
+        for fw in ('torch', 'ms'):
+            wall = statistics.median(r[fw]['times']) * 1e3
+            pr = r[fw]['profile']
+            split[fw] = (wall, pr['matmul_ms'], pr['total_ms'] - pr['matmul_ms'], wall - pr['total_ms'])
+            busy = r[fw]['cpu_s'] / sum(r[fw]['times'])
+            gap = '' if fw == 'torch' else ' / '.join(f'{m - t:+.0f} ms ({(m - t) / (split["ms"][0] - split["torch"][0]):.0%})'
+                                                     for m, t in zip(split['ms'][1:], split['torch'][1:]))
+            rows.append(f"| {label} | {batch} × {seq} | {'PyTorch' if fw == 'torch' else 'MindSpore'} | {wall:.0f} | {split[fw][1]:.0f} "
+                        f"| {split[fw][2]:.0f} | {split[fw][3]:.0f} | {busy:.2f} | {gap} |")
+    return '\n'.join(rows) + ('\n\nstep ms: median wall time of the timed steps; kernels: the profiler\'s operator time per step over 3 '
+                               'profiled steps (MindSpore: its profiler\'s host kernels; PyTorch: torch.profiler self CPU time), matmul = '
+                               f"{', '.join(sorted(MATMUL_OPS['ms']))} / {', '.join(sorted(MATMUL_OPS['torch']))}; outside kernels: step minus "
+                               'kernels (graph executor, launches, memory management; negative when profiled kernels ran slower than the '
+                               'timed steps); cores busy: CPU time of all the process\'s threads ÷ wall time over the timed steps '
+                               f'({os.cpu_count()} cores; spinning pool threads count as busy). The last column splits MindSpore\'s step '
+                               'minus PyTorch\'s into the three parts (share of the gap in brackets).')
 
 
 def main():
@@ -366,24 +450,30 @@ def main():
     ap.add_argument('--variants', action='store_true', help='only the table of MindSpore settings tried (tiny size)')
     ap.add_argument('--fresh', action='store_true', help='every turn in a new process (compile included), instead of two live processes taking turns')
     ap.add_argument('--only', default='', help='with --variants: these variants (comma separated) against the baseline, printed only')
-    ap.add_argument('--profile', action='store_true', help='also the top operators of each side (MindSpore profiler, torch.profiler), seq 256')
+    ap.add_argument('--profile', action='store_true', help="also each side's operators (MindSpore profiler, torch.profiler) and where a step's time goes")
     a = ap.parse_args()
     if a.variants:
         only = [v for v in a.only.split(',') if v]
-        unknown = [v for v in only if v not in VARIANTS]
+        unknown = [v for v in only if any(part not in VARIANTS for part in v.split(' + '))]
         if unknown: ap.error(f'--only: unknown variant(s) {unknown}; known: {list(VARIANTS)}')
         res, tok = measure_variants(a.steps, a.reps, only)
         base = tok / statistics.median(res['baseline']['times'])
-        rows = ['| MindSpore setting | what changes | tok/s | vs baseline | first-step loss | warm-up (compile) s |', '|---|---|---|---|---|---|']
-        for v, what in VARIANTS.items():
-            if v not in res: continue
-            r = res[v]
-            if 'error' in r: rows.append(f'| {v} | {what} | fails: {r["error"]} | | | |'); continue
+        rows = ['| MindSpore setting | what changes | tok/s | vs baseline | each repetition vs baseline | first-step loss | warm-up (compile) s, each repetition |',
+                '|---|---|---|---|---|---|---|']
+        for v in [v for v in VARIANTS if v in res] + [v for v in res if v not in VARIANTS]:
+            r, what = res[v], VARIANTS.get(v, 'all of: ' + '; '.join(v.split(' + ')))
+            if 'error' in r: rows.append(f'| {v} | {what} | fails: {r["error"]} | | | | |'); continue
             tps = tok / statistics.median(r['times'])
-            rows.append(f"| {v} | {what} | {tps:.0f} | {tps / base:.2f} | {r['first_loss']:.5f} | {r['warmup_s']:.0f} |")
+            per = [statistics.median(b) / statistics.median(t) for b, t in zip(_reps(res['baseline']['times'], a.reps), _reps(r['times'], a.reps))]
+            rows.append(f"| {v} | {what} | {tps:.0f} | {tps / base:.2f} | {' / '.join(f'{x:.2f}' for x in per)} | {r['first_loss']:.5f} "
+                        f"| {' / '.join(f'{w:.0f}' for w in r['warmups'])} |")
         if only: print('\n'.join(rows)); return  # a partial table is not the committed one
         write_result('train_throughput_variants', 'Training throughput: MindSpore settings tried (tiny size, 8 × 256, CPU)',
-                     '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: median of {a.reps} repetitions × {a.steps} steps each, after compile and 2 warm-up steps.'
+                     '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: median of {a.reps} repetitions × {a.steps} steps each, after compile and 2 warm-up steps. '
+                     'A repetition\'s ratio moves by up to ±0.2 between repetitions and runs on this machine, so a '
+                     'setting counts as a win only if every repetition of every run shows one. Rotary as a matmul, which won three earlier runs (1.09, '
+                     '1.09, 1.18), was then timed against the slices inside one process, both step cells compiled side by side and their steps '
+                     'alternating (20 each, tiny size, 8 × 256, 2026-12-01): slices 515 ms per step, matmul 518, no difference, so it is not shipped.'
                      '\n\nNot in the table: graph kernel fusion (`enable_graph_kernel=True`). Its AKG kernel compiler imports `decorator`, '
                      'which the mindspore wheel does not install, and the process dies in compile. With `decorator` on the path it compiles and runs, '
                      'but slower than the baseline (2.26 s against 1.55 s per step, one after the other while another job ran, 2026-11-30).')
@@ -397,8 +487,8 @@ def main():
     for name, (fields, batch) in sizes:
         label = f'{name}, {param_count(LlamaConfig(**fields)) / 1e6:.1f}M params'
         for seq in SEQS:
-            r = measure(name, fields, batch, seq, a.steps, a.reps, a.profile and seq == max(SEQS), a.fresh)
-            if 'profile' in r['ms']: profiles.append((f'{label}, {batch} × {seq}', r))
+            r = measure(name, fields, batch, seq, a.steps, a.reps, a.profile, a.fresh)
+            if 'profile' in r['ms']: profiles.append((label, batch, seq, r))
             tok = batch * seq
             tps = {fw: tok / statistics.median(r[fw]['times']) for fw in r}
             mfu = {fw: r[fw]['flops_per_token'] * tps[fw] / top for fw in r}
@@ -412,8 +502,10 @@ def main():
     how = 'each turn a fresh process' if a.fresh else 'two live processes, the idle one stopped with SIGSTOP'
     body = '\n'.join(rows) + (f'\n\nMedian of {a.reps} turns × {a.steps} steps per side, alternating ({how}), after warm-up; '
                               f'fp32; same initial weights and batch. {peaks}; {threads}.')
-    for label, r in profiles:  # where each framework spends the step, by operator type
-        body += (f"\n\n### Top operators: {label}\n\nOperator time per step: MindSpore {r['ms']['profile']['total_ms']:.0f} ms "
+    if profiles: body += '\n\n' + time_split(profiles)
+    for label, batch, seq, r in profiles:  # where each framework spends the step, by operator type
+        if seq != max(SEQS): continue
+        body += (f"\n\n### Top operators: {label}, {batch} × {seq}\n\nOperator time per step: MindSpore {r['ms']['profile']['total_ms']:.0f} ms "
                  f"(its profiler, host kernels), PyTorch {r['torch']['profile']['total_ms']:.0f} ms (torch.profiler, self CPU time).\n\n"
                  '| # | MindSpore operator | ms/step | share | PyTorch operator | ms/step | share |\n|---|---|---|---|---|---|---|\n')
         body += '\n'.join(f'| {i + 1} | {m[0]} | {m[1]:.1f} | {m[2]:.1%} | {t[0]} | {t[1]:.1f} | {t[2]:.1%} |'
