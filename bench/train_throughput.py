@@ -161,6 +161,19 @@ VARIANTS = {
 }
 
 
+def _training_attention(scores, ops, M):
+    "model.Attention.construct's training path (no cache, no GQA), its pre-softmax scores from scores(self, q, k, mask)."
+    def attention(self, x, cos, sin, mask, past_k=None, past_v=None):
+        B, T, _ = x.shape
+        q = self.wq(x).reshape(B, T, self.nh, self.hd).swapaxes(1, 2)
+        k = self.wk(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+        v = self.wv(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+        q, k = q * cos + M.rotate_half(q) * sin, k * cos + M.rotate_half(k) * sin
+        y = ops.matmul(ops.softmax(scores(self, q, k, mask), -1), v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
+        return self.wo(y), k, v
+    return attention
+
+
 def _apply_variant(variant):
     if ' + ' in variant:  # a combination: each part in turn
         for v in variant.split(' + '): _apply_variant(v)
@@ -186,16 +199,8 @@ def _apply_variant(variant):
         M.rotate_half = rotate_half
     elif variant == 'scale q before QKᵀ':
         import msllm_nb.model as M
-        def attention(self, x, cos, sin, mask, past_k=None, past_v=None):  # model.Attention.construct, training path (no cache, no GQA)
-            B, T, _ = x.shape
-            q = self.wq(x).reshape(B, T, self.nh, self.hd).swapaxes(1, 2)
-            k = self.wk(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
-            v = self.wv(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
-            q, k = q * cos + M.rotate_half(q) * sin, k * cos + M.rotate_half(k) * sin
-            att = ops.softmax(self.qk(q * self.scale, k) + mask, -1)
-            y = ops.matmul(att, v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
-            return self.wo(y), k, v
-        M.Attention.construct = attention
+        def scores(self, q, k, mask): return self.qk(q * self.scale, k) + mask
+        M.Attention.construct = _training_attention(scores, ops, M)
     elif variant == 'fused QKV and gate/up':
         import msllm_nb.model as M
         def attention(self, x, cos, sin, mask, past_k=None, past_v=None):
@@ -215,16 +220,8 @@ def _apply_variant(variant):
         M.Attention.construct, M.FeedForward.construct = attention, ffn
     elif variant == 'mask: masked_fill':
         import msllm_nb.model as M
-        def attention(self, x, cos, sin, mask, past_k=None, past_v=None):  # model.Attention.construct, training path (no cache, no GQA)
-            B, T, _ = x.shape
-            q = self.wq(x).reshape(B, T, self.nh, self.hd).swapaxes(1, 2)
-            k = self.wk(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
-            v = self.wv(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
-            q, k = q * cos + M.rotate_half(q) * sin, k * cos + M.rotate_half(k) * sin
-            att = ops.masked_fill(self.qk(q, k) * self.scale, mask < 0, -1e9)
-            y = ops.matmul(ops.softmax(att, -1), v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
-            return self.wo(y), k, v
-        M.Attention.construct = attention
+        def scores(self, q, k, mask): return ops.masked_fill(self.qk(q, k) * self.scale, mask < 0, -1e9)
+        M.Attention.construct = _training_attention(scores, ops, M)
     elif variant == 'compile cache':  # measure_variants names a folder shared by the repetitions
         ms.set_context(enable_compile_cache=True, compile_cache_path=os.environ['MSLLM_BENCH_COMPILE_CACHE'])
     elif variant == 'logits for every position (before)':
