@@ -4,14 +4,15 @@
 
 # %% ../nbs/02_bpe.ipynb #48a401d8
 from __future__ import annotations
-import hashlib, io, json, sys, unicodedata
+import hashlib, io, json, re, sys, unicodedata
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterator
 from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
-__all__ = ['SPECIALS', 'iter_clean_texts', 'is_heldout', 'spm_pieces', 'train_bpe', 'coverage', 'export_hf_tokenizer', 'bpe_cli']
+__all__ = ['SPECIALS', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces', 'train_bpe', 'coverage',
+           'export_hf_tokenizer', 'bpe_cli']
 
 # %% ../nbs/02_bpe.ipynb #8410d7c7
 SPECIALS = dict(unk_id=0, bos_id=1, eos_id=2, pad_id=3)  # <unk> <s> </s> <pad>, the tutorial's ids
@@ -30,9 +31,14 @@ def iter_clean_texts(inputs:list, # cleaned JSON-lines files or folders (msllm-c
                 if not isinstance(rec.get(text_field), str): raise ValueError(f'{p}:{n}: no string field {text_field!r}')
                 yield rec[text_field], rec.get('domain', 'text'), rec.get('source', f'{p}:{n}')
 
+def split_key(source:str)->str:
+    "The part of a document's source the split hashes: `file:line` without the folders, so the split does not depend on where the corpus sits."
+    m = re.fullmatch(r'(?:.*[/\\])?([^/\\]+:\d+)', source)
+    return m.group(1) if m else source
+
 def is_heldout(source:str, frac:float=0.05)->bool:
-    "Deterministic held-out split by a hash of the document's source (stable across runs and machines)."
-    return int(hashlib.blake2b(source.encode(), digest_size=4).hexdigest(), 16) / 2**32 < frac
+    "Deterministic held-out split by a hash of the document's `split_key` (stable across runs, machines and checkout folders)."
+    return int(hashlib.blake2b(split_key(source).encode(), digest_size=4).hexdigest(), 16) / 2**32 < frac
 
 def spm_pieces(text:str, max_bytes:int, tally:Counter)->list[str]:
     "Cut a document into sentences SentencePiece will accept (≤ max_bytes UTF-8), at newlines; count what cannot fit."
