@@ -4,23 +4,27 @@
 
 # %% ../nbs/01_clean.ipynb #2c0f4eb1
 from __future__ import annotations
-import codecs, email, functools, email.policy, hashlib, html, json, multiprocessing as mp, os, re, sys, unicodedata
+import codecs, email, functools, email.policy, hashlib, html, json, multiprocessing as mp, os, re, sys, threading, unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, asdict
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 from fastcore.script import call_parse, Param, store_true
+import numba, numpy as np
 
 SAMPLE_DIR = Path(__file__).parent/'data'/'sample' if '__file__' in globals() else None
 
 # %% auto #0
-__all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'DATASET_PREFIX', 'Tally', 'decode_line', 'read_lines',
-           'Doc', 'guess_domain', 'strip_markup', 'mail_text', 'iter_files', 'read_documents', 'parse_dataset_spec',
-           'read_dataset', 'normalize_text', 'tutorial_clean_text', 'CleanConfig', 'char_tables', 'codepoints',
-           'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script', 'clean_document', 'Signature',
-           'minhash_many', 'minhash', 'lsh_bands', 'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper',
-           'ordered_bounded_map', 'clean_corpus', 'clean_cli']
+__all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'DATASET_PREFIX', 'SYMBOL', 'CJK', 'LATIN', 'SPACE',
+           'HAN', 'INVISIBLE', 'FULLWIDTH', 'MARK', 'NEEDS_INVISIBLE', 'NEEDS_SURROGATE', 'NEEDS_FULLWIDTH',
+           'NEEDS_ZH_PUNCT', 'NEEDS_ASCII_PUNCT', 'NEEDS_SPACES', 'NEEDS_NL_SPACE', 'NEEDS_BLANK_LINES', 'Tally',
+           'decode_line', 'read_raw_lines', 'read_lines', 'Doc', 'guess_domain', 'strip_markup', 'mail_text',
+           'iter_files', 'RawJSON', 'read_documents', 'parse_dataset_spec', 'read_dataset', 'char_classes',
+           'char_tables', 'codepoints', 'normalize_scan', 'normalize_text', 'tutorial_clean_text', 'CleanConfig',
+           'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script',
+           'clean_document', 'Signature', 'minhash_many', 'minhash', 'lsh_bands', 'band_keys_many', 'band_keys',
+           'KeySet', 'text_key', 'Deduper', 'start_method', 'ordered_bounded_map', 'clean_corpus', 'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -65,9 +69,9 @@ def decode_line(b:bytes, # raw bytes of one line
         tally.events['replaced_bytes'] += len(b) - len(s.replace('\ufffd', '').encode('utf-8'))
     return s
 
-def read_lines(f, # a binary file object
-               tally:Tally, max_line_bytes:int=1 << 20, chunk:int=1 << 16, where:str='')->Iterator[str]:
-    "Decoded lines of `f`, splitting on \\n, \\r\\n and \\r, in bounded memory; over-long lines are dropped and counted."
+def read_raw_lines(f, # a binary file object
+                   tally:Tally, max_line_bytes:int=1 << 20, chunk:int=1 << 16, where:str='')->Iterator[tuple[int, bytes]]:
+    "(line number, raw bytes) of each line of `f`, splitting on \\n, \\r\\n and \\r, in bounded memory; over-long lines are dropped and counted."
     buf, skipping, lineno = b'', False, 0
     while True:
         data = f.read(chunk)
@@ -80,17 +84,22 @@ def read_lines(f, # a binary file object
             if skipping: skipping = False; continue  # the end of a line already dropped as too long
             lineno += 1
             if len(line) > max_line_bytes: tally.drop_lines('line_too_long', 1, f'{where}:{lineno} ({len(line)} bytes)'); continue
-            yield decode_line(line, tally)
+            yield lineno, line
         if not data:  # end of file: what is left is the last line
             if buf and not skipping:
                 lineno += 1
                 if len(buf) > max_line_bytes: tally.drop_lines('line_too_long', 1, f'{where}:{lineno} ({len(buf)} bytes)')
-                else: yield decode_line(buf, tally)
+                else: yield lineno, buf
             return
         if len(buf) > max_line_bytes:
             if not skipping:
                 lineno += 1; tally.drop_lines('line_too_long', 1, f'{where}:{lineno} ({len(buf)}+ bytes)')
             skipping, buf = True, b''
+
+def read_lines(f, # a binary file object
+               tally:Tally, max_line_bytes:int=1 << 20, chunk:int=1 << 16, where:str='')->Iterator[str]:
+    "Decoded lines of `f` (see `read_raw_lines`)."
+    for _, line in read_raw_lines(f, tally, max_line_bytes, chunk, where): yield decode_line(line, tally)
 
 
 # %% ../nbs/01_clean.ipynb #f99afed3
@@ -170,12 +179,28 @@ def iter_files(inputs:list)->list[Path]:
         else: raise FileNotFoundError(f'{p}: no such file or directory')
     return out
 
+class RawJSON(NamedTuple):
+    "One JSON line, not yet decoded: the parent reads and sends it, a worker decodes and parses it (`doc`)."
+    line: bytes
+    source: str
+    domain: str
+    def doc(self, text_field:str, tally:Tally)->Doc|None:
+        "The document it holds; None for a blank line, or a bad one (counted in `tally`)."
+        s = decode_line(self.line, tally)
+        if not s.strip(): return None
+        try: rec = json.loads(s)
+        except ValueError: tally.drop_doc('bad_json', f'{self.source}: {s[:80]}'); return None
+        if not isinstance(rec, dict) or not isinstance(rec.get(text_field), str):
+            tally.drop_doc('no_text_field', f'{self.source}: no string field {text_field!r}'); return None
+        return Doc(rec[text_field], self.source, self.domain)
+
 def read_documents(path:Path, # one input file
                    tally:Tally, # receives drops and events
                    text_field:str='text', # field/column holding the text in .jsonl/.parquet
                    max_line_bytes:int=1 << 20, # longer lines are dropped (bounded memory)
                    max_file_doc_bytes:int=16 << 20, # whole-file documents (code, HTML, e-mail) larger than this are skipped
-                   domain:str|None=None # force a domain instead of guessing from the name
+                   domain:str|None=None, # force a domain instead of guessing from the name
+                   raw_json:bool=False # JSON lines as `RawJSON`, parsed later (in a worker)
                   )->Iterator[Doc]:
     "Documents of one file, decoded and with markup stripped; bad input is counted, never silently lost."
     path = Path(path); dom = domain or guess_domain(path); ext = path.suffix.lower()
@@ -185,13 +210,10 @@ def read_documents(path:Path, # one input file
     if ext != '.parquet' and _is_binary(head): tally.drop_doc('binary_file', str(path)); return
     if ext == '.jsonl' or ext == '.json' and head.lstrip()[:1] == b'{':
         with open(path, 'rb') as f:
-            for n, line in enumerate(read_lines(f, tally, max_line_bytes, where=str(path)), 1):
-                if not line.strip(): continue
-                try: rec = json.loads(line)
-                except ValueError: tally.drop_doc('bad_json', f'{path}:{n}: {line[:80]}'); continue
-                if not isinstance(rec, dict) or not isinstance(rec.get(text_field), str):
-                    tally.drop_doc('no_text_field', f'{path}:{n}: no string field {text_field!r}'); continue
-                yield Doc(rec[text_field], f'{path}:{n}', dom)
+            for n, line in read_raw_lines(f, tally, max_line_bytes, where=str(path)):
+                raw = RawJSON(line, f'{path}:{n}', dom)
+                if raw_json: yield raw
+                elif (d := raw.doc(text_field, tally)) is not None: yield d
     elif ext == '.parquet':
         import pyarrow.parquet as pq
         pf = pq.ParquetFile(path)
@@ -206,8 +228,8 @@ def read_documents(path:Path, # one input file
     elif ext in TEXT_EXT or ext not in CODE_EXT | MARKUP_EXT | MAIL_EXT:
         block, start = [], 1
         with open(path, 'rb') as f:
-            for n, line in enumerate(read_lines(f, tally, max_line_bytes, where=str(path)), 1):
-                if line.strip(): block.append(line); continue
+            for n, line in read_raw_lines(f, tally, max_line_bytes, where=str(path)):
+                if (line := decode_line(line, tally)).strip(): block.append(line); continue
                 if block: yield Doc('\n'.join(block), f'{path}:{start}', dom)
                 block, start = [], n + 1
         if block: yield Doc('\n'.join(block), f'{path}:{start}', dom)
@@ -260,10 +282,75 @@ _FW = {c: c - 0xFEE0 for c in [*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B), *
 _FW[0x3000] = 0x20
 _INVISIBLE_RE = re.compile('[' + ''.join(re.escape(chr(c)) for c in _INVISIBLE) + ']')  # str.translate looks up every character
 _FW_RE = re.compile('[' + ''.join(re.escape(chr(c)) for c in _FW) + ']')                # in a dict; a regex scan is ~10x faster
-_ZH_PUNCT = {'，': ',', '。': '.', '！': '!', '？': '?', '：': ':', '；': ';', '（': '(', '）': ')'}
-_ASCII_TO_ZH = {',': '，', '!': '！', '?': '？', ':': '：', ';': '；'}
 _CJK = r'\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff'
 _CJK_RE = re.compile(rf'[{_CJK}]')
+_HAN = r'\u3400-\u4dbf\u4e00-\u9fff'  # every code point here is a letter: a mark right after one (before, for '（') is Chinese
+SYMBOL, CJK, LATIN, SPACE, HAN, INVISIBLE, FULLWIDTH, MARK = 1, 2, 4, 8, 16, 32, 64, 128  # bits of `char_classes()`
+
+@functools.lru_cache(maxsize=None)
+def char_classes()->np.ndarray:
+    """One byte per code point (U+0000-U+10FFFF), built once per process: SYMBOL (what `[^\\w\\s]|_` matches), SPACE
+    (`\\s`, `str.isspace`), CJK (the `_CJK` ranges), HAN (`_HAN`), LATIN (`[A-Za-z]`), INVISIBLE (removed by the policy),
+    FULLWIDTH (mapped to half-width), MARK (`，。！？：；（）` and `,!?:;`: punctuation whose form depends on context). Planes 4-13 hold no assigned character and 15-16 only private use: symbols,
+    like every other unassigned code point (the test below checks all 1,114,112 against `str`)."""
+    n = 0x40000
+    ch = map(chr, range(n))
+    t = np.zeros(0x110000, np.uint8); t[n:] = SYMBOL
+    t[:n] = np.fromiter((SPACE if c.isspace() else 0 if c.isalnum() else SYMBOL for c in ch), np.uint8, n)
+    t[0xE0000:0xF0000] = np.fromiter((SPACE if c.isspace() else 0 if c.isalnum() else SYMBOL for c in map(chr, range(0xE0000, 0xF0000))), np.uint8, 0x10000)
+    t[ord('_')] = SYMBOL
+    for a, b in ((0x3400, 0x4dbf), (0x4e00, 0x9fff)): t[a:b + 1] |= CJK | HAN
+    t[0xf900:0xfb00] |= CJK
+    for a, b in (('A', 'Z'), ('a', 'z')): t[ord(a):ord(b) + 1] |= LATIN
+    t[list(_INVISIBLE)] |= INVISIBLE; t[list(_FW)] |= FULLWIDTH; t[[ord(m) for m in '，。！？：；（）,!?:;']] |= MARK
+    return t
+
+def char_tables()->dict:
+    "Boolean views of `char_classes()`: symbol, space, cjk, latin."
+    t = char_classes()
+    return {k: (t & bit) != 0 for k, bit in (('symbol', SYMBOL), ('space', SPACE), ('cjk', CJK), ('latin', LATIN))}
+
+@functools.lru_cache(maxsize=4)
+def codepoints(s:str)->np.ndarray:
+    "The code points of s as uint32 (cached: several rules look at the same document)."
+    return np.frombuffer(s.encode('utf-32-le', 'surrogatepass'), np.uint32)
+
+_njit = numba.njit(cache=True, nogil=True)  # compiled on first use, cached on disk next to the module
+
+
+NEEDS_INVISIBLE, NEEDS_SURROGATE, NEEDS_FULLWIDTH, NEEDS_ZH_PUNCT, NEEDS_ASCII_PUNCT = 1, 2, 4, 8, 16
+NEEDS_SPACES, NEEDS_NL_SPACE, NEEDS_BLANK_LINES = 32, 64, 128
+
+@_njit
+def normalize_scan(cp, # code points (`codepoints(s)`)
+                   cls # `char_classes()`
+                  ):
+    """Which passes of `normalize_text` have work in this text, in one pass over it (NEEDS_* bits): invisible
+    characters, lone surrogates, full-width characters, a match of `_ZH_PUNCT_RE`, a match of `_ASCII_BETWEEN_CJK`,
+    a tab, no-break space or two spaces, one of those next to a newline, three newlines in a row."""
+    out = 0; n = cp.shape[0]
+    for i in range(n):
+        c = cp[i]; f = cls[c]
+        if not f & (INVISIBLE | FULLWIDTH | MARK | SPACE) and not 0xD800 <= c <= 0xDFFF: continue  # most characters
+        if c == 32 or c == 9 or c == 0xA0:
+            nxt = cp[i + 1] if i + 1 < n else 0
+            if c != 32 or nxt == 32 or nxt == 9 or nxt == 0xA0: out |= NEEDS_SPACES
+            if nxt == 10 or (i > 0 and cp[i - 1] == 10): out |= NEEDS_NL_SPACE
+        elif c == 10:
+            if i + 2 < n and cp[i + 1] == 10 and cp[i + 2] == 10: out |= NEEDS_BLANK_LINES
+        elif f & INVISIBLE: out |= NEEDS_INVISIBLE
+        elif 0xD800 <= c <= 0xDFFF: out |= NEEDS_SURROGATE
+        elif f & FULLWIDTH: out |= NEEDS_FULLWIDTH
+        elif c == 0xFF08:  # （ unless a Han character follows
+            if i + 1 == n or not cls[cp[i + 1]] & HAN: out |= NEEDS_ZH_PUNCT
+        elif c == 0xFF0C or c == 0x3002 or c == 0xFF01 or c == 0xFF1F or c == 0xFF1A or c == 0xFF1B or c == 0xFF09:  # ，。！？：；）
+            if i == 0 or not cls[cp[i - 1]] & HAN: out |= NEEDS_ZH_PUNCT  # unless right after a Han character
+        elif c < 128:  # , ! ? : ; between two CJK characters
+            if 0 < i < n - 1 and cls[cp[i - 1]] & CJK and cls[cp[i + 1]] & CJK: out |= NEEDS_ASCII_PUNCT
+    return out
+
+_ZH_PUNCT = {'，': ',', '。': '.', '！': '!', '？': '?', '：': ':', '；': ';', '（': '(', '）': ')'}
+_ASCII_TO_ZH = {',': '，', '!': '！', '?': '？', ':': '：', ';': '；'}
 
 def _context_letter(s, i, step):
     "The nearest letter from position i in direction step, skipping spaces, digits and punctuation ('' if none)."
@@ -274,12 +361,13 @@ def _context_letter(s, i, step):
         i += step
     return ''
 
-_HAN = r'\u3400-\u4dbf\u4e00-\u9fff'  # every code point here is a letter: a mark right after one (before, for '（') is Chinese
 _ZH_PUNCT_RE = re.compile(rf'[，。！？：；）（](?:(?<=（)(?![{_HAN}])|(?<=[，。！？：；）])(?<![{_HAN}].))')  # so only the other marks need a Python call
 _ASCII_BETWEEN_CJK = re.compile(rf'([,!?:;])(?<=[{_CJK}][,!?:;])(?=[{_CJK}])')  # the mark first: the engine skips to it
 
-def _punct_by_context(s):
-    "Full-width punctuation belongs to the text it closes (or opens, for '（'): Chinese keeps it, Latin text gets ASCII."
+def _punct_by_context(s, work=NEEDS_ZH_PUNCT | NEEDS_ASCII_PUNCT):
+    """Full-width punctuation belongs to the text it closes (or opens, for '（'): Chinese keeps it, Latin text gets ASCII.
+    `work`: which of the two passes can match (`normalize_scan`); the ASCII pass's matches are the same before and after
+    the first (a mark made ASCII has no CJK character right before it and none right after)."""
     def one(m):  # called for each full-width mark only: the rest of the text is copied by the regex engine
         ch, i = m.group(), m.start()
         first, second = (1, -1) if ch == '（' else (-1, 1)
@@ -288,7 +376,8 @@ def _punct_by_context(s):
         rep, nxt = _ZH_PUNCT[ch], s[i + 1:i + 2]
         if ch not in '（）' and nxt and not nxt.isspace() and nxt not in _ZH_PUNCT and nxt not in ',.!?:;)': rep += ' '
         return rep
-    return _ASCII_BETWEEN_CJK.sub(lambda m: _ASCII_TO_ZH[m.group(1)], _ZH_PUNCT_RE.sub(one, s))
+    t = _ZH_PUNCT_RE.sub(one, s) if work & NEEDS_ZH_PUNCT else s
+    return _ASCII_BETWEEN_CJK.sub(lambda m: _ASCII_TO_ZH[m.group(1)], t) if work & NEEDS_ASCII_PUNCT else t
 
 _SURROGATE_RE = re.compile('[\ud800-\udfff]')  # a lone surrogate (JSON can hold one: "\\ud800") is not text: U+FFFD
 _t2s = None
@@ -300,14 +389,21 @@ def normalize_text(text:str, # one document
     global _t2s
     s = text.replace('\r\n', '\n').replace('\r', '\n')
     if '\x1b' in s: s = _ANSI.sub('', s)
-    s = _SURROGATE_RE.sub('\ufffd', _INVISIBLE_RE.sub('', s))  # below, `in` checks (a memchr) skip a regex pass over text that has nothing to change
+    cls = char_classes()
+    work = normalize_scan(codepoints(s), cls)  # one compiled pass says which regex passes below have anything to do
+    if work & (NEEDS_INVISIBLE | NEEDS_SURROGATE):
+        s = _SURROGATE_RE.sub('\ufffd', _INVISIBLE_RE.sub('', s)); work = normalize_scan(codepoints(s), cls)
     if domain != 'code':
-        for ch in set(_FW_RE.findall(s)): s = s.replace(ch, chr(_FW[ord(ch)]))
-        s = _punct_by_context(s)
-        if '  ' in s or '\t' in s or '\xa0' in s: s = re.sub(r'[ \t\u00a0]+', ' ', s)
-        if ' \n' in s or '\n ' in s: s = re.sub(r' *\n *', '\n', s)
-    elif ' \n' in s or '\t\n' in s: s = re.sub(r'[ \t]+\n', '\n', s)
-    if '\n\n\n' in s: s = re.sub(r'\n{3,}', '\n\n', s)
+        if work & NEEDS_FULLWIDTH:
+            for ch in set(_FW_RE.findall(s)): s = s.replace(ch, chr(_FW[ord(ch)]))
+            work = normalize_scan(codepoints(s), cls)  # (U+3000 became a space)
+        if work & (NEEDS_ZH_PUNCT | NEEDS_ASCII_PUNCT): s = _punct_by_context(s, work)  # (adds no space next to a space or newline)
+        if work & NEEDS_SPACES:  # runs of [ \t\xa0] become one space (str.replace: ~5x faster than re.sub)
+            s = s.replace('\t', ' ').replace('\xa0', ' ')
+            while '  ' in s: s = s.replace('  ', ' ')
+        if work & NEEDS_NL_SPACE: s = s.replace(' \n', '\n').replace('\n ', '\n')  # (single spaces by now)
+    elif work & NEEDS_NL_SPACE: s = re.sub(r'[ \t]+\n', '\n', s)
+    if work & (NEEDS_BLANK_LINES | NEEDS_NL_SPACE) and '\n\n\n' in s: s = re.sub(r'\n{3,}', '\n\n', s)
     s = s.strip('\n')
     if domain != 'code': s = s.strip()
     if t2s:
@@ -325,7 +421,6 @@ def tutorial_clean_text(text:str)->str:
     return re.sub(r'\s+', ' ', text).strip()
 
 # %% ../nbs/01_clean.ipynb #e0864fe5
-import numpy as np
 @dataclass
 class CleanConfig:
     "Thresholds of every rule (the YAML/CLI `--config` keys)."
@@ -353,88 +448,168 @@ class CleanConfig:
         if unknown: raise ValueError(f'{path}: unknown cleaning config keys {sorted(unknown)}')
         return cls(**d)
 
-@functools.lru_cache(maxsize=None)
-def char_tables()->dict:
-    "Boolean tables over every code point, built once per process: symbol (what `[^\\w\\s]|_` matches), space (`\\s`), cjk, latin letter."
-    ch = [chr(i) for i in range(0x110000)]
-    t = {'symbol': np.fromiter((not (c.isalnum() or c.isspace()) for c in ch), bool, len(ch)),
-         'space': np.fromiter((c.isspace() for c in ch), bool, len(ch)), 'cjk': np.zeros(len(ch), bool), 'latin': np.zeros(len(ch), bool)}
-    t['symbol'][ord('_')] = True
-    for a, b in ((0x3400, 0x4dbf), (0x4e00, 0x9fff), (0xf900, 0xfaff)): t['cjk'][a:b + 1] = True
-    for a, b in (('A', 'Z'), ('a', 'z')): t['latin'][ord(a):ord(b) + 1] = True
-    return t
+@_njit
+def char_counts(cp, # code points (`codepoints(s)`)
+                cls # `char_classes()`
+               ):
+    "(symbols, CJK characters, Latin words) of one text, in one pass: what `_SYMBOL`, `_CJK_RE` and `_LATIN_WORD` would find."
+    sym = 0; cjk = 0; lat = 0; prev = False
+    for i in range(cp.shape[0]):
+        f = cls[cp[i]]
+        if f & 1: sym += 1
+        if f & 2: cjk += 1
+        isl = (f & 4) != 0
+        if isl and not prev: lat += 1
+        prev = isl
+    return sym, cjk, lat
 
-@functools.lru_cache(maxsize=4)
-def codepoints(s:str)->np.ndarray:
-    "The code points of s as uint32 (cached: several rules look at the same document)."
-    return np.frombuffer(s.encode('utf-32-le', 'surrogatepass'), np.uint32)
+_U = numba.uint64
+@_njit
+def top_trigram(cp, # code points
+                cls, # `char_classes()`
+                min_words=3 # fewer words: (words, 0, 0) without counting
+               ):
+    """(words, count of the most frequent word 3-gram, its characters) as `Counter(zip(w, w[1:], w[2:])).most_common(1)` on
+    `w = s.split()` gives them (ties: the first seen). Words and 3-grams are 64-bit hashes: two different 3-grams would
+    be counted together only if their hashes collide (odds ~n²/2^64 in a text of n words)."""
+    n = cp.shape[0]
+    starts = np.empty(n // 2 + 1, np.int64); ends = np.empty(n // 2 + 1, np.int64)
+    nw = 0; inw = False
+    for i in range(n):
+        if cls[cp[i]] & 8:
+            if inw: ends[nw - 1] = i; inw = False
+        elif not inw: starts[nw] = i; nw += 1; inw = True
+    if inw: ends[nw - 1] = n
+    if nw < max(min_words, 3): return nw, 0, 0
+    wh = np.empty(nw, np.uint64)
+    for w in range(nw):  # FNV-1a over the word's code points
+        h = _U(0xcbf29ce484222325)
+        for i in range(starts[w], ends[w]): h = (h ^ _U(cp[i])) * _U(0x100000001B3)
+        wh[w] = h
+    size = 1
+    while size < 2 * nw: size *= 2
+    tk = np.zeros(size, np.uint64); tc = np.zeros(size, np.int64); tf = np.zeros(size, np.int64)  # open addressing: key, count, first
+    best = 0; first = 0
+    for w in range(nw - 2):  # order matters: each word's hash is mixed in after the previous ones
+        h = wh[w] * _U(0x9E3779B97F4A7C15)
+        h = (h ^ (h >> _U(29)) ^ wh[w + 1]) * _U(0x632BE59BD9B4E019)
+        h = (h ^ (h >> _U(31)) ^ wh[w + 2]) * _U(0x9E3779B97F4A7C15)
+        key = h ^ (h >> _U(32)); j = np.int64(key & _U(size - 1))
+        while tc[j] and tk[j] != key: j = (j + 1) & (size - 1)
+        if not tc[j]: tk[j] = key; tf[j] = w
+        tc[j] += 1
+        if tc[j] > best or (tc[j] == best and tf[j] < first): best = tc[j]; first = tf[j]  # a 3-gram reaching the top count
+    chars = 0
+    for w in range(first, first + 3): chars += ends[w] - starts[w]
+    return nw, best, chars
+
+try: from re import _parser as _sre_parse  # Python 3.11+
+except ImportError: import sre_parse as _sre_parse
+
+@functools.lru_cache(maxsize=64)
+def _first_chars(pattern:str, flags:int=0)->str|None:
+    """The characters a match of `pattern` can start with, when that is a plain set of literals (else None: no pre-check).
+    If none of them is in a text (`in`, a memchr), the pattern cannot match it and the regex pass can be skipped."""
+    try: p = _sre_parse.parse(pattern, flags)
+    except Exception: return None
+    if p.state.flags & re.I: return None
+    S = _sre_parse
+    def first(items):
+        for op, av in items:
+            if op == S.AT: continue  # an anchor matches no character
+            if op == S.LITERAL: return {chr(av)}
+            if op == S.IN: return {chr(v) for _, v in av} if all(o == S.LITERAL for o, _ in av) else None
+            if op == S.BRANCH:
+                sets = [first(b) for b in av[1]]
+                return None if any(x is None for x in sets) else set().union(*sets)
+            if op == S.SUBPATTERN and not av[1] & re.I: return first(av[3])
+            return None
+        return None  # it can match the empty string
+    f = first(p)
+    return None if f is None else ''.join(sorted(f))
+
+def _plain(p): return all(ch in 'abcdefghijklmnopqrstuvwxyz0123456789 ' or not ch.isascii() and ch.lower() == ch.upper() == ch for ch in p)
+
+@functools.lru_cache(maxsize=64)
+def _literal_prefix(pattern:str)->str:
+    """The lower-cased literal text every re.I match of `pattern` starts with (after anchors), if it is plain (`_plain`);
+    else ''. Then a text whose lower-case form lacks it (and has no `_FOLDS` character) cannot match."""
+    try: p = _sre_parse.parse(pattern, re.I)
+    except Exception: return ''
+    out = []
+    for op, av in p:
+        if op == _sre_parse.AT and not out: continue
+        if op != _sre_parse.LITERAL: break
+        out.append(chr(av))
+    pre = ''.join(out).lower()
+    return pre if _plain(pre) else ''
 
 _MOJIBAKE = re.compile(r'Ã[\x80-\xbf]|â€|Â[\xa0-\xbf]|ï¿½|锟斤拷|烫烫烫')
 _LATIN_WORD = re.compile(r'[A-Za-z]+')
 
 def rule_garbled(s, c):
-    n = s.count('\ufffd') + 2 * len(_MOJIBAKE.findall(s))
+    n = s.count('\ufffd')
+    if any(ch in s for ch in _first_chars(_MOJIBAKE.pattern)): n += 2 * len(_MOJIBAKE.findall(s))  # `in` is a memchr
     return 'garbled' if n / max(len(s), 1) > c.max_garbled_ratio else None
 
 _SYMBOL = re.compile(r'[^\w\s]|_')  # exactly the characters that are neither str.isalnum() nor str.isspace()
 
 def rule_symbols(s, c, domain):
-    sym = int(char_tables()['symbol'][codepoints(s)].sum())  # counts what _SYMBOL.findall finds, ~2x faster
+    sym = char_counts(codepoints(s), char_classes())[0]  # counts what _SYMBOL.findall finds
     lim = c.max_symbol_ratio_code if domain == 'code' else c.max_symbol_ratio
     return 'symbols' if sym / max(len(s), 1) > lim else None
 
 def rule_repetition(s, c):
     lines = [l.strip() for l in s.split('\n') if l.strip()]
     if len(lines) >= 4 and 1 - len(set(lines)) / len(lines) > c.max_dup_line_ratio: return 'repeated_lines'
-    words = s.split()
-    if len(words) >= 30:
-        grams = Counter(zip(words, words[1:], words[2:]))
-        (g, n), = grams.most_common(1)
-        if n > 1 and n * sum(map(len, g)) / max(len(s), 1) > c.max_top_ngram_ratio: return 'repeated_ngrams'
+    words, n, chars = top_trigram(codepoints(s), char_classes(), 30)
+    if words >= 30 and n > 1 and n * chars / max(len(s), 1) > c.max_top_ngram_ratio: return 'repeated_ngrams'
     return None
 
 def rule_script(s, c, domain):
     lim = c.min_script_ratio.get(domain)
     if lim is None: return None
-    t, cp = char_tables(), codepoints(s)
-    L = t['latin'][cp]; lat = int(L[:1].sum() + (L[1:] & ~L[:-1]).sum())  # Latin words: runs of [A-Za-z], as _LATIN_WORD finds them
-    cjk = int(t['cjk'][cp].sum())  # a Chinese character weighs like a Latin word
+    _, cjk, lat = char_counts(codepoints(s), char_classes())  # a Chinese character weighs like a Latin word ([A-Za-z]+)
     if lat + cjk == 0: return f'script_{domain}'
     share = (cjk if domain == 'zh' else lat) / (lat + cjk)
     return f'script_{domain}' if share < lim else None
 
 # %% ../nbs/01_clean.ipynb #d4ce40ad
-_FOLDS_TO_ASCII = re.compile('[\u0130\u0131\u017f\u212a]')  # the only non-ASCII characters re.I matches to [a-z0-9 ] (checked below)
-
-def _plain(p): return all(ch in 'abcdefghijklmnopqrstuvwxyz0123456789 ' or not ch.isascii() and ch.lower() == ch.upper() == ch for ch in p)
+_FOLDS = '\u0130\u0131\u017f\u212a'  # the only non-ASCII characters re.I matches to [a-z0-9 ] (checked below)
 
 @functools.lru_cache(maxsize=16)
 def _line_rules(boilerplate:tuple, html_remnant:str):
     """Compiled line rules (boilerplate alternation, HTML-remnant pattern) and pre-checks that look at a whole document
     at once: plain lower-case words by `in` on the lower-cased text, other patterns one by one (~1.4x faster than the
-    alternation). No pre-check where a pattern must see each line alone (\\A, \\Z or a negative lookaround)."""
+    alternation), each after an `in` check of its literal prefix if it has one; the HTML pattern after `in` checks of
+    the characters it can start with. No pre-check where a pattern must see each line alone (\\A, \\Z or a negative lookaround)."""
     alone = lambda p: re.search(r'\\[AZ]|\(\?<?!', p)
     bp = re.compile('|'.join(boilerplate), re.I) if boilerplate else None
     bp_pre = None if any(map(alone, boilerplate)) else ([p for p in boilerplate if _plain(p)],
-                                                        [re.compile(p, re.I | re.M) for p in boilerplate if not _plain(p)])
+                                                        [(_literal_prefix(p), re.compile(p, re.I | re.M)) for p in boilerplate if not _plain(p)])
     hr_pre = None if alone(html_remnant) else re.compile(html_remnant, re.M)
-    return bp, bp_pre, re.compile(html_remnant), hr_pre
+    return bp, bp_pre, re.compile(html_remnant), hr_pre, _first_chars(html_remnant)
 
 def _maybe_boilerplate(s, pre):
     "False only if no boilerplate pattern can match any line of s."
     if pre is None: return True
     words, pats = pre
-    if words:
-        low = s.lower()
-        if any(w in low for w in words) or _FOLDS_TO_ASCII.search(s): return True
-    return any(p.search(s) for p in pats)
+    if any(ch in s for ch in _FOLDS): return True
+    asc = None
+    def has(w):  # w (lower case, `_plain`) could match: ASCII words in the text's ASCII bytes, lower-cased (a re.I match
+        nonlocal asc  # of an ASCII word is all ASCII, so contiguous there; extra matches across removed characters are harmless)
+        if not w.isascii(): return w in (s if w.lower() == w.upper() else s.lower())  # caseless: as is
+        if asc is None: asc = s.encode('ascii', 'ignore').lower()
+        return w.encode() in asc
+    return any(map(has, words)) or any((not pre or has(pre)) and p.search(s) for pre, p in pats)
 
 def clean_document(doc:Doc, c:CleanConfig, tally:Tally)->str|None:
     "The cleaned text of `doc`, or None if a rule drops it (the reason goes into `tally`)."
     s = normalize_text(doc.text, doc.domain, c.t2s)
     if doc.domain != 'code':
-        bp, bp_pre, hr, hr_pre = _line_rules(tuple(c.boilerplate), c.html_remnant)
-        if (bp and _maybe_boilerplate(s, bp_pre)) or hr_pre is None or hr_pre.search(s):  # else no line changes
+        bp, bp_pre, hr, hr_pre, hr_first = _line_rules(tuple(c.boilerplate), c.html_remnant)
+        if ((bp and _maybe_boilerplate(s, bp_pre)) or hr_pre is None
+                or (hr_first is None or any(ch in s for ch in hr_first)) and hr_pre.search(s)):  # else no line changes
             lines = s.split('\n'); keep = []
             for l in lines:
                 if l and bp and bp.search(l): tally.drop_lines('boilerplate', 1, f'{doc.source}: {l}'); continue
@@ -464,38 +639,44 @@ class Signature:
 
 _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0x632BE59BD9B4E019)  # fixed odd 64-bit multipliers: stable signatures
 
+@_njit
+def _minhash_kernel(cp, lens, cls, num_perm, k):
+    n = lens.shape[0]; out = np.empty((n, num_perm), np.uint64)
+    a, b, P, MAX, s32 = _U(0x9E3779B97F4A7C15), _U(0x632BE59BD9B4E019), _U(1000003), _U(0xFFFFFFFFFFFFFFFF), _U(32)
+    Pk = _U(1)
+    for _ in range(k): Pk *= P
+    buf = np.empty(max(lens.max() if n else 1, 1), np.uint64); sig = np.empty(num_perm, np.uint64); pos = 0
+    for d in range(n):
+        m = 0; prev = False
+        for i in range(pos, pos + lens[d]):  # whitespace runs become one space
+            sp = (cls[cp[i]] & SPACE) != 0
+            if sp and prev and i > pos: continue
+            buf[m] = _U(32) if sp else _U(cp[i]); m += 1; prev = sp
+        pos += lens[d]
+        sig[:] = MAX
+        h = _U(0)
+        for j in range(min(k, m)): h = h * P + buf[j]  # polynomial hash (mod 2^64) of the first k characters
+        for i in range(max(m - k + 1, 1)):  # each k-character shingle (a text shorter than k is one shingle: itself)
+            if i: h = h * P + buf[i + k - 1] - Pk * buf[i - 1]  # rolled on by one character
+            t = (((h * a) >> s32) * _U(num_perm)) >> s32  # its bin: multiply-shift hash
+            v = (h * b + a) >> s32  # its value: a second, independent 32-bit hash
+            if v < sig[t]: sig[t] = v
+        for j in range(num_perm):  # an empty bin borrows the next filled one's value (wrapping around), marked by the distance
+            t = j
+            while sig[t] == MAX: t = (t + 1) % num_perm
+            out[d, j] = sig[t] + (_U((t - j) % num_perm) << s32)
+    return out
+
 def minhash_many(texts:list, # documents
                  num_perm:int=64, # signature length (bins)
                  k:int=5 # characters per shingle
                 )->np.ndarray:
     """MinHash signatures (len(texts) × num_perm) of the character k-gram shingles of each text (lower-cased, whitespace
     runs as one space): one hash per shingle picks a bin and a value, each bin keeps its minimum (one-permutation
-    hashing), an empty bin borrows the next filled bin's value (rotation densification); all texts in one NumPy pass."""
-    u32, (a, b) = np.uint64(32), _MIX
-    low = [s.lower() or ' ' for s in texts]; n = len(low)
-    lens = np.fromiter(map(len, low), np.int64, n); start = np.cumsum(lens) - lens
-    cp = np.frombuffer(''.join(low).encode('utf-32-le', 'surrogatepass'), np.uint32).astype(np.uint64)
-    sp = char_tables()['space'][cp]; cp[sp] = 32
-    keep = np.ones(len(cp), bool); keep[1:] = ~(sp[1:] & sp[:-1]); keep[start] = True  # a whitespace run is one space
-    doc = np.repeat(np.arange(n), lens)[keep]; cp = cp[keep]
-    lens = np.bincount(doc, minlength=n); end = np.cumsum(lens); start = end - lens
-    pad = np.concatenate([cp, np.zeros(k, np.uint64)]); h = np.zeros(len(cp), np.uint64)
-    for j in range(k): h = h * np.uint64(1000003) + pad[j:j + len(cp)]  # polynomial hash (mod 2^64) of the k characters from each position
-    at = np.flatnonzero(np.arange(len(cp)) <= end[doc] - k)  # shingles that stay inside their text
-    short = np.flatnonzero(lens < k)  # a text shorter than k is one shingle: itself
-    hs = np.zeros(len(short), np.uint64)
-    for j in range(k): hs = np.where(j < lens[short], hs * np.uint64(1000003) + pad[np.minimum(start[short] + j, len(cp))], hs)
-    h, doc = np.concatenate([h[at], hs]), np.concatenate([doc[at], short])
-    slot = doc * num_perm + ((((h * a) >> u32) * np.uint64(num_perm)) >> u32).astype(np.int64)  # bin: multiply-shift hash
-    sig = np.full(n * num_perm, np.uint64(0xFFFFFFFFFFFFFFFF))
-    np.minimum.at(sig, slot, (h * b + a) >> u32)  # value: a second, independent 32-bit hash
-    filled = np.flatnonzero(sig != np.uint64(0xFFFFFFFFFFFFFFFF))  # every text fills at least one bin
-    j = np.arange(n * num_perm); d = j // num_perm
-    nxt = np.searchsorted(filled, j)  # the next filled bin, wrapping around within the text
-    wrap = (nxt == len(filled)) | (filled[np.minimum(nxt, len(filled) - 1)] // num_perm != d)
-    nxt = np.where(wrap, np.searchsorted(filled, d * num_perm), nxt)
-    dist = ((filled[nxt] - j) % num_perm).astype(np.uint64)
-    return (sig[filled[nxt]] + (dist << u32)).reshape(n, num_perm)  # a borrowed value is marked by its distance: equal only where the pattern is
+    hashing), an empty bin borrows the next filled bin's value (rotation densification); one compiled pass over all texts."""
+    low = [s.lower() or ' ' for s in texts]
+    lens = np.fromiter(map(len, low), np.int64, len(low))
+    return _minhash_kernel(codepoints.__wrapped__(''.join(low)), lens, char_classes(), num_perm, k)
 
 def minhash(s:str, num_perm:int=64, k:int=5)->Signature:
     "MinHash signature of one text (see `minhash_many`)."
@@ -503,10 +684,18 @@ def minhash(s:str, num_perm:int=64, k:int=5)->Signature:
 
 @functools.lru_cache(maxsize=None)
 def lsh_bands(threshold:float, num_perm:int)->tuple[int, int]:
-    "(bands, rows per band) that datasketch's MinHashLSH picks for this threshold (false positives and negatives weighted equally)."
-    from datasketch import MinHashLSH
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    return lsh.b, lsh.r
+    """(bands, rows per band) that datasketch's MinHashLSH picks for this threshold: the least false-positive plus
+    false-negative probability mass (weighted equally). The integrands are polynomials of degree ≤ num_perm, so
+    Gauss-Legendre quadrature is exact (and importing datasketch, with SciPy, would cost ~0.4 s)."""
+    x, w = np.polynomial.legendre.leggauss(num_perm // 2 + 2)
+    def integral(f, lo, hi): return (hi - lo) / 2 * float(w @ f((hi - lo) / 2 * x + (hi + lo) / 2))
+    best, opt = float('inf'), (0, 0)
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            fp = integral(lambda s: 1 - (1 - s ** r) ** b, 0.0, threshold)  # candidates below the threshold
+            fn = integral(lambda s: (1 - s ** r) ** b, threshold, 1.0)      # missed pairs above it
+            if 0.5 * fp + 0.5 * fn < best: best, opt = 0.5 * fp + 0.5 * fn, (b, r)
+    return opt
 
 def band_keys_many(sigs:np.ndarray, # signatures, one per row
                    bands:int, rows:int)->np.ndarray:
@@ -551,14 +740,9 @@ class Deduper:
         self.near, self.exact, self.num_perm = near, exact, num_perm
         self.bands, self.rows = lsh_bands(threshold, num_perm)
         self.texts, self.band_index = KeySet(), KeySet()
-    def keys_many(self, texts:list, chars:int=1 << 20)->np.ndarray:
-        "The LSH band keys of each text (texts × bands; what a worker computes and sends), ~`chars` characters per NumPy pass."
-        out, i = [np.empty((0, self.bands), np.uint64)], 0
-        while i < len(texts):
-            j, n = i, 0
-            while j < len(texts) and (j == i or n + len(texts[j]) <= chars): n += len(texts[j]); j += 1
-            out.append(band_keys_many(minhash_many(texts[i:j], self.num_perm), self.bands, self.rows)); i = j
-        return np.concatenate(out)
+    def keys_many(self, texts:list)->np.ndarray:
+        "The LSH band keys of each text (texts × bands; what a worker computes and sends)."
+        return band_keys_many(minhash_many(texts, self.num_perm), self.bands, self.rows)
     def keys(self, s:str)->np.ndarray: return self.keys_many([s])[0]
     def check(self, s:str, keys:np.ndarray|None=None, h:np.ndarray|None=None)->str|None:
         "'exact_dup', 'near_dup' or None (then s is remembered); `keys` and `h` (its `text_key`) when a worker computed them."
@@ -574,27 +758,43 @@ class Deduper:
 # %% ../nbs/01_clean.ipynb #f56fd14a
 def _clean_batch(args):
     "Worker: clean a batch of (text, source, domain) tuples with a config dict (plain data: picklable from anywhere)."
-    docs, cd, near = args
+    items, cd, near, text_field = args  # near: (bands, rows) of the parent's Deduper, or None
     c = CleanConfig(**cd)
-    docs = [Doc(*d) for d in docs]
     t = Tally(); out = []
-    for d in docs:
+    for it in items:  # (text, source, domain), or (JSON line as bytes, source, domain) to decode and parse here
+        d = RawJSON(*it).doc(text_field, t) if isinstance(it[0], bytes) else Doc(*it)
+        if d is None: continue
         t.docs_in += 1
         s = clean_document(d, c, t)
         if s is not None: out.append((s, d.source, d.domain))
     texts = [o[0] for o in out]
     h = np.array([text_key(s)[0] for s in texts], np.uint64)
-    keys = Deduper(c.near_dup_threshold).keys_many(texts) if near else None  # the same banding as the parent's Deduper
-    return (out, h, keys), t
+    keys = band_keys_many(minhash_many(texts), *near) if near else None
+    lines = [((json.dumps({'text': s, 'source': src, 'domain': dom}, ensure_ascii=False) + '\n').encode('utf-8'), dom) for s, src, dom in out]
+    return (lines, h, keys), t  # the output lines are made here too: the parent only looks up keys and writes
 
-def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20):
+def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, near=None):
     batch = []
     for p in files:  # a Path, or a `datasets:` spec (str)
-        docs = read_dataset(p, tally, text_field) if isinstance(p, str) else read_documents(p, tally, text_field, max_line_bytes)
+        docs = read_dataset(p, tally, text_field) if isinstance(p, str) else read_documents(p, tally, text_field, max_line_bytes, raw_json=True)
         for d in docs:
-            batch.append((d.text, d.source, d.domain))
-            if len(batch) >= batch_docs: yield (batch, asdict(c), 'near_dup' in c.rules); batch = []
-    if batch: yield (batch, asdict(c), 'near_dup' in c.rules)
+            batch.append(tuple(d) if isinstance(d, RawJSON) else (d.text, d.source, d.domain))  # plain tuples: picklable from a notebook too
+            if len(batch) >= batch_docs: yield (batch, asdict(c), near, text_field); batch = []
+    if batch: yield (batch, asdict(c), near, text_field)
+
+def start_method()->str:
+    """'fork' in a plain single-threaded process (the CLI, a script): workers start at once, with this process's modules
+    and compiled kernels; 'spawn' where forking is unsafe (other Python threads, as in Jupyter, or MindSpore or PyTorch
+    loaded, whose native threads a forked child would inherit half-way) or unavailable (Windows, macOS's default).
+    tqdm's monitor thread does not count: it only sleeps, and a child never uses tqdm."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and t.name != 'tqdm_monitor']
+    unsafe = others or any(m in sys.modules for m in ('mindspore', 'torch'))
+    return 'spawn' if unsafe or 'fork' not in mp.get_all_start_methods() or sys.platform == 'darwin' else 'fork'
+
+def _warm_kernels():
+    "Compile or load each kernel once (~0.3 s the first time in a process), so forked workers inherit them ready."
+    cls, cp = char_classes(), codepoints('a b')
+    normalize_scan(cp, cls); char_counts(cp, cls); top_trigram(cp, cls); minhash_many(['a b'])
 
 def ordered_bounded_map(pool, fn, items, ahead:int):
     "Like `pool.imap(fn, items)` (results in input order) but with at most `ahead` items in flight: `imap` reads its whole input ahead of the workers."
@@ -624,25 +824,27 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     read_tally, work_tally = Tally(), Tally()
     dd = Deduper(c.near_dup_threshold, near='near_dup' in c.rules, exact='exact_dup' in c.rules)
     shard, fh, written, per_domain = 0, None, 0, Counter()
-    def emit(rec):
+    def emit(line):
         nonlocal shard, fh, written
-        line = (json.dumps(rec, ensure_ascii=False) + '\n').encode('utf-8')
         if fh is None or written + len(line) > shard_bytes and written:
             if fh: fh.close(); shard += 1
-            fh = open(out_dir/f'clean-{shard:05d}.jsonl', 'wb'); written = 0
+            fh = open(out_dir/f'clean-{shard:05d}.jsonl', 'wb', buffering=1 << 20); written = 0
         fh.write(line); written += len(line)
-    batches = _batches(files, read_tally, c, text_field, batch_docs, max_line_bytes)
+    batches = _batches(files, read_tally, c, text_field, batch_docs, max_line_bytes, (dd.bands, dd.rows) if dd.near else None)
     import msllm_nb.clean as this  # the module's worker function: spawned processes import it by name
-    pool = mp.get_context('spawn').Pool(workers) if workers > 1 else None
+    how = start_method()
+    if workers > 1 and how == 'fork': _warm_kernels()
+    pool = mp.get_context(how).Pool(workers) if workers > 1 else None
     results = ordered_bounded_map(pool, this._clean_batch, batches, 4 * workers) if pool else map(this._clean_batch, batches)
     bar = tqdm(desc='clean', unit='doc', disable=not progress)
     try:
         for (out, h, keys), t in results:
             work_tally.merge(t); bar.update(t.docs_in)
-            for i, (s, src, dom) in enumerate(out):
-                reason = dd.check(s, None if keys is None else keys[i], h[i:i + 1])
-                if reason: work_tally.drop_doc(reason, f'{src}: {s[:80]!r}'); continue
-                emit({'text': s, 'source': src, 'domain': dom}); work_tally.docs_out += 1; per_domain[dom] += 1
+            for i, (line, dom) in enumerate(out):
+                reason = dd.check(None, None if keys is None else keys[i], h[i:i + 1])
+                if reason:
+                    rec = json.loads(line); work_tally.drop_doc(reason, f"{rec['source']}: {rec['text'][:80]!r}"); continue
+                emit(line); work_tally.docs_out += 1; per_domain[dom] += 1
     finally:
         bar.close()
         if pool: pool.terminate(); pool.join()

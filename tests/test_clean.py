@@ -123,3 +123,32 @@ def test_sample_corpus_rebuilds_byte_for_byte(tmp_path):
     ours = {p.relative_to(C.SAMPLE_DIR): p.read_bytes() for p in C.SAMPLE_DIR.rglob('*') if p.is_file()}
     built = {p.relative_to(tmp_path / 's'): p.read_bytes() for p in (tmp_path / 's').rglob('*') if p.is_file()}
     assert ours.keys() == built.keys() and all(ours[k] == built[k] for k in ours)
+
+
+def test_forked_and_spawned_workers_write_the_same(tmp_path):
+    "A plain process forks its workers (no start-up); a notebook or a MindSpore process spawns them: same bytes either way."
+    code = textwrap.dedent(f'''
+        import json, msllm_nb.clean as C
+        ins = [C.SAMPLE_DIR / 'zh_news.jsonl', C.SAMPLE_DIR / 'web_email', C.SAMPLE_DIR / 'en_wiki.jsonl']
+        how = [C.start_method()]
+        for m in ('fork', 'spawn'):
+            C.start_method = lambda: m  # what clean_corpus asks
+            C.clean_corpus(ins, {str(tmp_path)!r} + '/' + m, workers=2, batch_docs=13, progress=False)
+        print(json.dumps(how))''')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.splitlines()[-1]) == ['fork']
+    fork, spawn = [sorted((tmp_path / m).glob('clean-*.jsonl')) for m in ('fork', 'spawn')]
+    assert fork and [p.read_bytes() for p in fork] == [p.read_bytes() for p in spawn]
+    assert json.loads((tmp_path / 'fork' / 'report.json').read_text()) == json.loads((tmp_path / 'spawn' / 'report.json').read_text())
+    assert C.start_method() == 'spawn'  # this pytest process has MindSpore loaded (conftest)
+
+
+def test_sources_keep_true_line_numbers_after_a_dropped_line(tmp_path):
+    "A JSON line and a text paragraph after an over-long line are named by their real line numbers."
+    (tmp_path / 'en_a.jsonl').write_bytes(b'{"text": "' + b'x' * 5000 + b'"}\n{"text": "The second line of this file is a fine document."}\n')
+    (tmp_path / 'en_b.txt').write_bytes(b'y' * 5000 + b'\n\nA paragraph on the third line of this file, long enough.\n')
+    rep = C.clean_corpus([tmp_path / 'en_a.jsonl', tmp_path / 'en_b.txt'], tmp_path / 'o', workers=2, max_line_bytes=1000, progress=False)
+    kept = [json.loads(l) for l in (tmp_path / 'o' / 'clean-00000.jsonl').read_text().splitlines()]
+    assert [k['source'] for k in kept] == [f"{tmp_path / 'en_a.jsonl'}:2", f"{tmp_path / 'en_b.txt'}:3"]
+    assert rep['dropped_lines'] == {'line_too_long': 2}
