@@ -152,3 +152,32 @@ def test_sources_keep_true_line_numbers_after_a_dropped_line(tmp_path):
     kept = [json.loads(l) for l in (tmp_path / 'o' / 'clean-00000.jsonl').read_text().splitlines()]
     assert [k['source'] for k in kept] == [f"{tmp_path / 'en_a.jsonl'}:2", f"{tmp_path / 'en_b.txt'}:3"]
     assert rep['dropped_lines'] == {'line_too_long': 2}
+
+
+def test_a_hub_dataset_from_the_datasets_cache_offline(tmp_path):
+    "`datasets:ORG/NAME` of a hub dataset downloaded before, with no network: the streaming load fails, the cached Arrow files are read."
+    import os
+    env = {**os.environ, 'HF_HOME': str(tmp_path / 'hf'), 'HF_DATASETS_OFFLINE': '1', 'HF_HUB_OFFLINE': '1'}
+    # The cache as a hub download leaves it (datasets/ORG___NAME/CONFIG/VERSION/COMMIT/), written by datasets' own Parquet
+    # builder from a local file: nothing is downloaded, here or in the test.
+    make = textwrap.dedent(f'''
+        import glob, shutil, pyarrow as pa, pyarrow.parquet as pq
+        from datasets.packaged_modules.parquet.parquet import Parquet
+        pq.write_table(pa.table({{'text': ['Cached hub row one has enough words to keep.', None, 'Cached hub row three is also long enough.']}}),
+                       {str(tmp_path / 'train.parquet')!r})
+        Parquet(data_files={{'train': {str(tmp_path / 'train.parquet')!r}}}, repo_id='someorg/tiny_corpus', dataset_name='tiny_corpus',
+                config_name='default', hash='0f1e2d3c4b5a69788796a5b4c3d2e1f001234567').download_and_prepare()
+        root = {str(tmp_path / 'hf' / 'datasets' / 'someorg___tiny_corpus')!r}
+        shutil.move(glob.glob(root + '/default-*')[0], root + '/default')  # the config name a hub download has''')
+    r = subprocess.run([sys.executable, '-c', make], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([str(BIN / 'msllm-clean'), 'datasets:someorg/tiny_corpus', '--out', str(tmp_path / 'o'), '--workers', '2', '--json_out'],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads(r.stdout)
+    assert rep['docs_out'] == 2 and rep['dropped_docs'] == {'no_text_field': 1} and rep['datasets'] == ['datasets:someorg/tiny_corpus']
+    kept = [json.loads(l) for l in (tmp_path / 'o' / 'clean-00000.jsonl').read_text().splitlines()]
+    assert [(k['source'], k['text']) for k in kept] == [('datasets:someorg/tiny_corpus:1', 'Cached hub row one has enough words to keep.'),
+                                                        ('datasets:someorg/tiny_corpus:3', 'Cached hub row three is also long enough.')]
+    r = subprocess.run([str(BIN / 'msllm-clean'), 'datasets:someorg/not_cached', '--out', str(tmp_path / 'o2')], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and 'datasets:someorg/not_cached' in r.stderr, r.stderr[-2000:]
