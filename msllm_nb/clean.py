@@ -24,7 +24,8 @@ __all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'DATA
            'char_tables', 'codepoints', 'normalize_scan', 'normalize_text', 'tutorial_clean_text', 'CleanConfig',
            'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script',
            'clean_document', 'Signature', 'minhash_many', 'minhash', 'lsh_bands', 'band_keys_many', 'band_keys',
-           'KeySet', 'text_key', 'Deduper', 'start_method', 'ordered_bounded_map', 'clean_corpus', 'clean_cli']
+           'KeySet', 'text_key', 'Deduper', 'json_line', 'start_method', 'ordered_bounded_map', 'clean_corpus',
+           'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -756,6 +757,21 @@ class Deduper:
         return None
 
 # %% ../nbs/01_clean.ipynb #f56fd14a
+@_njit
+def _json_plain(cp):
+    "True if no code point needs a JSON escape other than \\n and \\t (besides quote and backslash)."
+    for i in range(cp.shape[0]):
+        if cp[i] < 32 and cp[i] != 10 and cp[i] != 9: return False
+    return True
+
+def json_line(text:str, source:str, domain:str)->bytes:
+    """`json.dumps({'text': text, 'source': source, 'domain': domain}, ensure_ascii=False) + '\\n'` in UTF-8, the same
+    bytes: a text with no control character but newline and tab is escaped by four `str.replace` (~3x faster)."""
+    if _json_plain(codepoints(text)):
+        t = '"' + text.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n').replace('\t', '\\t') + '"'
+    else: t = json.dumps(text, ensure_ascii=False)
+    return f'{{"text": {t}, "source": {json.dumps(source, ensure_ascii=False)}, "domain": {json.dumps(domain, ensure_ascii=False)}}}\n'.encode('utf-8')
+
 def _clean_batch(args):
     "Worker: clean a batch of (text, source, domain) tuples with a config dict (plain data: picklable from anywhere)."
     items, cd, near, text_field = args  # near: (bands, rows) of the parent's Deduper, or None
@@ -766,11 +782,11 @@ def _clean_batch(args):
         if d is None: continue
         t.docs_in += 1
         s = clean_document(d, c, t)
-        if s is not None: out.append((s, d.source, d.domain))
+        if s is not None: out.append((s, json_line(s, d.source, d.domain), d.domain))  # the rules just encoded s: `codepoints` has it
     texts = [o[0] for o in out]
     h = np.array([text_key(s)[0] for s in texts], np.uint64)
     keys = band_keys_many(minhash_many(texts), *near) if near else None
-    lines = [((json.dumps({'text': s, 'source': src, 'domain': dom}, ensure_ascii=False) + '\n').encode('utf-8'), dom) for s, src, dom in out]
+    lines = [(line, dom) for _, line, dom in out]
     return (lines, h, keys), t  # the output lines are made here too: the parent only looks up keys and writes
 
 def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, near=None):
