@@ -813,13 +813,15 @@ def _warm_kernels():
     normalize_scan(cp, cls); char_counts(cp, cls); top_trigram(cp, cls); minhash_many(['a b'])
 
 def ordered_bounded_map(pool, fn, items, ahead:int):
-    "Like `pool.imap(fn, items)` (results in input order) but with at most `ahead` items in flight: `imap` reads its whole input ahead of the workers."
+    """`fn` over `items` in a `ProcessPoolExecutor`, results in input order, at most `ahead` items in flight (`Pool.imap`
+    reads its whole input ahead of the workers). A worker that dies (killed for memory, say) raises `BrokenProcessPool`
+    here; `multiprocessing.Pool` would wait for its result forever."""
     from collections import deque
     q = deque()
     for it in items:
-        q.append(pool.apply_async(fn, (it,)))
-        if len(q) >= ahead: yield q.popleft().get()
-    while q: yield q.popleft().get()
+        q.append(pool.submit(fn, it))
+        if len(q) >= ahead: yield q.popleft().result()
+    while q: yield q.popleft().result()
 
 def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG][@SPLIT]` specs
                  out_dir:str|Path, # cleaned JSON lines go here (clean-00000.jsonl, ...)
@@ -850,7 +852,8 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     import msllm_nb.clean as this  # the module's worker function: spawned processes import it by name
     how = start_method()
     if workers > 1 and how == 'fork': _warm_kernels()
-    pool = mp.get_context(how).Pool(workers) if workers > 1 else None
+    from concurrent.futures import ProcessPoolExecutor
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(how)) if workers > 1 else None
     results = ordered_bounded_map(pool, this._clean_batch, batches, 4 * workers) if pool else map(this._clean_batch, batches)
     bar = tqdm(desc='clean', unit='doc', disable=not progress)
     try:
@@ -863,7 +866,7 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
                 emit(line); work_tally.docs_out += 1; per_domain[dom] += 1
     finally:
         bar.close()
-        if pool: pool.terminate(); pool.join()
+        if pool: pool.shutdown(wait=True, cancel_futures=True)
         if fh: fh.close()
     rep = read_tally.merge(work_tally).to_dict()
     rep['docs_read'] = rep['docs_in']; rep['files'] = len(files) - len(specs); rep['datasets'] = specs; rep['kept_by_domain'] = dict(per_domain)

@@ -181,3 +181,15 @@ def test_a_hub_dataset_from_the_datasets_cache_offline(tmp_path):
                                                         ('datasets:someorg/tiny_corpus:3', 'Cached hub row three is also long enough.')]
     r = subprocess.run([str(BIN / 'msllm-clean'), 'datasets:someorg/not_cached', '--out', str(tmp_path / 'o2')], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and 'datasets:someorg/not_cached' in r.stderr, r.stderr[-2000:]
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path):
+    "A worker killed mid-run (the kernel's OOM killer, say) stops msllm-clean with an error instead of a wait for ever."
+    code = textwrap.dedent(f'''
+        import os, msllm_nb.clean as C
+        def die(args): os._exit(9)  # what a killed worker looks like to the parent
+        C._clean_batch = die
+        try: C.clean_corpus([C.SAMPLE_DIR / 'zh_news.jsonl'], {str(tmp_path / 'o')!r}, workers=2, progress=False)
+        except Exception as e: print(type(e).__name__)''')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ['BrokenProcessPool'], (r.stdout, r.stderr[-2000:])
