@@ -21,11 +21,10 @@ __all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'DATA
            'NEEDS_ZH_PUNCT', 'NEEDS_ASCII_PUNCT', 'NEEDS_SPACES', 'NEEDS_NL_SPACE', 'NEEDS_BLANK_LINES', 'Tally',
            'decode_line', 'read_raw_lines', 'read_lines', 'Doc', 'guess_domain', 'strip_markup', 'mail_text',
            'iter_files', 'RawJSON', 'read_documents', 'parse_dataset_spec', 'read_dataset', 'char_classes',
-           'char_tables', 'codepoints', 'normalize_scan', 'normalize_text', 'tutorial_clean_text', 'CleanConfig',
-           'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script',
-           'clean_document', 'Signature', 'minhash_many', 'minhash', 'lsh_bands', 'band_keys_many', 'band_keys',
-           'KeySet', 'text_key', 'Deduper', 'json_line', 'start_method', 'ordered_bounded_map', 'clean_corpus',
-           'clean_cli']
+           'codepoints', 'normalize_scan', 'normalize_text', 'tutorial_clean_text', 'CleanConfig', 'char_counts',
+           'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script', 'clean_document',
+           'Signature', 'minhash_many', 'minhash', 'lsh_bands', 'band_keys_many', 'band_keys', 'KeySet', 'text_key',
+           'Deduper', 'json_line', 'start_method', 'ordered_bounded_map', 'clean_corpus', 'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -306,11 +305,6 @@ def char_classes()->np.ndarray:
     t[list(_INVISIBLE)] |= INVISIBLE; t[list(_FW)] |= FULLWIDTH; t[[ord(m) for m in '，。！？：；（）,!?:;']] |= MARK
     return t
 
-def char_tables()->dict:
-    "Boolean views of `char_classes()`: symbol, space, cjk, latin."
-    t = char_classes()
-    return {k: (t & bit) != 0 for k, bit in (('symbol', SYMBOL), ('space', SPACE), ('cjk', CJK), ('latin', LATIN))}
-
 @functools.lru_cache(maxsize=4)
 def codepoints(s:str)->np.ndarray:
     "The code points of s as uint32 (cached: several rules look at the same document)."
@@ -457,9 +451,9 @@ def char_counts(cp, # code points (`codepoints(s)`)
     sym = 0; cjk = 0; lat = 0; prev = False
     for i in range(cp.shape[0]):
         f = cls[cp[i]]
-        if f & 1: sym += 1
-        if f & 2: cjk += 1
-        isl = (f & 4) != 0
+        if f & SYMBOL: sym += 1
+        if f & CJK: cjk += 1
+        isl = (f & LATIN) != 0
         if isl and not prev: lat += 1
         prev = isl
     return sym, cjk, lat
@@ -477,7 +471,7 @@ def top_trigram(cp, # code points
     starts = np.empty(n // 2 + 1, np.int64); ends = np.empty(n // 2 + 1, np.int64)
     nw = 0; inw = False
     for i in range(n):
-        if cls[cp[i]] & 8:
+        if cls[cp[i]] & SPACE:
             if inw: ends[nw - 1] = i; inw = False
         elif not inw: starts[nw] = i; nw += 1; inw = True
     if inw: ends[nw - 1] = n
@@ -508,10 +502,10 @@ try: from re import _parser as _sre_parse  # Python 3.11+
 except ImportError: import sre_parse as _sre_parse
 
 @functools.lru_cache(maxsize=64)
-def _first_chars(pattern:str, flags:int=0)->str|None:
+def _first_chars(pattern:str)->str|None:
     """The characters a match of `pattern` can start with, when that is a plain set of literals (else None: no pre-check).
     If none of them is in a text (`in`, a memchr), the pattern cannot match it and the regex pass can be skipped."""
-    try: p = _sre_parse.parse(pattern, flags)
+    try: p = _sre_parse.parse(pattern)
     except Exception: return None
     if p.state.flags & re.I: return None
     S = _sre_parse
@@ -745,8 +739,8 @@ class Deduper:
         "The LSH band keys of each text (texts × bands; what a worker computes and sends)."
         return band_keys_many(minhash_many(texts, self.num_perm), self.bands, self.rows)
     def keys(self, s:str)->np.ndarray: return self.keys_many([s])[0]
-    def check(self, s:str, keys:np.ndarray|None=None, h:np.ndarray|None=None)->str|None:
-        "'exact_dup', 'near_dup' or None (then s is remembered); `keys` and `h` (its `text_key`) when a worker computed them."
+    def check(self, s:str|None, keys:np.ndarray|None=None, h:np.ndarray|None=None)->str|None:
+        "'exact_dup', 'near_dup' or None (then s is remembered); `keys` and `h` (its `text_key`) when a worker computed them (then s is not needed)."
         h = text_key(s) if h is None else h
         if self.exact and self.texts.contains_any(h): return 'exact_dup'
         if self.near:
@@ -773,7 +767,7 @@ def json_line(text:str, source:str, domain:str)->bytes:
     return f'{{"text": {t}, "source": {json.dumps(source, ensure_ascii=False)}, "domain": {json.dumps(domain, ensure_ascii=False)}}}\n'.encode('utf-8')
 
 def _clean_batch(args):
-    "Worker: clean a batch of (text, source, domain) tuples with a config dict (plain data: picklable from anywhere)."
+    "Worker: clean a batch of (text or raw JSON line, source, domain) tuples with a config dict (plain data: picklable from anywhere)."
     items, cd, near, text_field = args  # near: (bands, rows) of the parent's Deduper, or None
     c = CleanConfig(**cd)
     t = Tally(); out = []
@@ -810,7 +804,7 @@ def start_method()->str:
 def _warm_kernels():
     "Compile or load each kernel once (~0.3 s the first time in a process), so forked workers inherit them ready."
     cls, cp = char_classes(), codepoints('a b')
-    normalize_scan(cp, cls); char_counts(cp, cls); top_trigram(cp, cls); minhash_many(['a b'])
+    normalize_scan(cp, cls); char_counts(cp, cls); top_trigram(cp, cls); _json_plain(cp); minhash_many(['a b'])
 
 def ordered_bounded_map(pool, fn, items, ahead:int):
     """`fn` over `items` in a `ProcessPoolExecutor`, results in input order, at most `ahead` items in flight (`Pool.imap`
