@@ -15,7 +15,7 @@ py_versions = '3.10 3.11 3.12'.split()
 requirements = cfg.get('requirements', '').split()
 dev_requirements = cfg.get('dev_requirements', '').split()
 # The PyTorch reference side. torch==2.13.0 pins a CPU wheel; a bare `torch` pulls GBs of CUDA libraries.
-hf_requirements = cfg.get('hf_requirements', 'torch==2.13.0 transformers gguf accelerate').split()
+hf_requirements = cfg.get('hf_requirements', 'torch==2.13.0 transformers accelerate').split()
 lic = licenses[cfg['license']]
 min_python = cfg['min_python']
 

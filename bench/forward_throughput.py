@@ -18,7 +18,7 @@ REPS = 5
 def torch_forward(hf_dir, shapes, reps):
     import torch, transformers, numpy as np
     torch.manual_seed(0)
-    m = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32, local_files_only=True).eval()
+    m = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32, local_files_only=True).eval()
     out = {}
     for b, t in shapes:
         ids = torch.from_numpy(np.random.default_rng(0).integers(3, m.config.vocab_size, (b, t)))

@@ -13,10 +13,11 @@ import numpy as np
 from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
-__all__ = ['Finding', 'check_non_finite', 'locate_non_finite', 'label_report', 'check_convergence', 'param_changes',
-           'check_frozen', 'lr_range_test', 'effective_batch', 'check_data_wait', 'loader_throughput', 'repetition',
-           'check_samples', 'loss_knee', 'oom_remedies', 'rss_trace', 'check_ranks', 'doctor', 'doctor_cli',
-           'bus_bandwidth', 'check_endpoint', 'Watchdog', 'commcheck_cli']
+__all__ = ['Finding', 'check_non_finite', 'check_divergence', 'locate_non_finite', 'label_report', 'check_masked',
+           'check_convergence', 'param_changes', 'check_frozen', 'lr_range_test', 'effective_batch', 'check_data_wait',
+           'loader_throughput', 'repetition', 'loss_knee', 'loss_plateau', 'check_samples', 'oom_remedies', 'rss_trace',
+           'check_ranks', 'merge_divergence', 'doctor', 'doctor_cli', 'bus_bandwidth', 'check_endpoint', 'Watchdog',
+           'commcheck_cli']
 
 # %% ../nbs/08_debug.ipynb #56fbca76
 @dataclass
@@ -60,6 +61,29 @@ def check_non_finite(train:list[dict], # a run's `train` records
                            over[0]['step']))
     return out
 
+# %% ../nbs/08_debug.ipynb #faa6a957
+def check_divergence(train:list[dict], # `train` records
+                     run_dir:str|Path|None=None, # the run folder (its checkpoints/): where to resume from
+                     vocab_size:int|None=None # for the dead-model test (loss pinned at ln(vocab), gradient 0)
+                    )->list[Finding]:
+    "The first abnormal step (a spike, a dead model or the first NaN) and the newest healthy checkpoint before it."
+    import msllm_nb.train_llm as tl  # the trainer's own judgement, so that doctor and nan_policy rollback agree
+    broke = tl.first_abnormal_step(train, vocab_size)
+    if broke is None: return []
+    step, why = broke
+    nan = next((r['step'] for r in train if not math.isfinite(r['loss'])), None)
+    ck = tl.Checkpoints(Path(run_dir)/'checkpoints') if run_dir else None
+    good = tl.healthy_checkpoint(ck, step) if ck is not None and ck.root.exists() else None
+    skipped = f" (passed over: {'; '.join(ck.skipped[:3])})" if ck is not None and getattr(ck, 'skipped', None) else ''
+    advice = (f'resume from {good[0].name}, the newest healthy checkpoint before step {step}{skipped}: delete the later checkpoint '
+              'folders, then train_llm --resume with a lower lr or a longer warmup' if good else
+              f'no healthy checkpoint before step {step}{skipped}: start again with a lower lr or a longer warmup')
+    before = [r['loss'] for r in train if r['step'] < step and math.isfinite(r['loss'])]
+    recovered = nan is None and bool(before) and math.isfinite(train[-1]['loss']) and train[-1]['loss'] <= 1.2 * float(np.median(before))
+    ev = f'training broke at step {step}: {why}' + (f'; the loss is NaN from step {nan}' if nan is not None and nan != step else '')
+    if recovered: ev += f"; the loss recovered ({train[-1]['loss']:.4g} at step {train[-1]['step']})"
+    return [Finding('loss_spike' if recovered else 'diverged', 'warning' if recovered else 'error', ev, advice, step)]
+
 # %% ../nbs/08_debug.ipynb #53a6f1c4
 def locate_non_finite(model, # a `msllm_nb.model.LlamaForCausalLM` (or any Cell)
                       ids:np.ndarray # a batch of token ids
@@ -92,6 +116,18 @@ def label_report(labels:np.ndarray, # (batch, seq) label ids; `ignore_index` mar
     masked = labels == ignore_index
     return {'masked_fraction': float(masked.mean()), 'all_masked_rows': np.flatnonzero(masked.all(axis=1)).tolist(),
             'rows': int(labels.shape[0])}
+
+def check_masked(train:list[dict], # `train` records
+                 events:list[dict] # `event` records
+                )->list[Finding]:
+    "Steps whose every label was masked: train_llm stops at one (its event), and another trainer logs loss 0 with gradient norm 0 there."
+    stop = next((e for e in events if e.get('event') == 'all labels masked: stopped'), None)
+    zero = [r['step'] for r in train if r['loss'] == 0.0 and r.get('grad_norm') == 0.0]
+    if stop is None and not zero: return []
+    where = (f"train_llm stopped at step {stop['step']}: every label of windows {stop.get('sample_ids', [])[:8]} is masked" if stop else
+             f'{len(zero)} step(s) logged loss 0 with gradient norm 0 (first at step {zero[0]}): a mean over no labels')
+    return [Finding('labels_all_masked', 'error', where, 'nothing is learned from such a batch: check the loss mask (ignore_index -100 on '
+                    'every position?) and the token folder (its dtype and pad id in meta.json)', stop['step'] if stop else zero[0])]
 
 # %% ../nbs/08_debug.ipynb #b659bcc1
 def check_convergence(train:list[dict], # `train` records
@@ -222,17 +258,6 @@ def repetition(text:str, n:int=3)->float:
     grams = [t[i:i + n] for i in range(len(t) - n + 1)]
     return 1 - len(set(grams)) / len(grams) if grams else 0.0
 
-def check_samples(samples:list[dict], # `sample` records
-                  max_repetition:float=0.5)->list[Finding]:
-    "Samples from the last sampling step that are mostly repetition."
-    if not samples: return []
-    last = max(s['step'] for s in samples)
-    bad = [s['text'] for s in samples if s['step'] == last and repetition(s['text']) > max_repetition]
-    if not bad: return []
-    return [Finding('repetitive_samples', 'warning', f'{len(bad)} sample(s) at step {last} are mostly repetition '
-                    f'({repetition(bad[0]):.0%} repeated 3-grams): {bad[0][:60]!r}',
-                    'judge samples with temperature/top-p, not greedy decoding (greedy stays repetitive long after the loss knee); train longer; check deduplication (chapter 01)', last)]
-
 # %% ../nbs/08_debug.ipynb #fe93876e
 def loss_knee(steps:list, # step numbers
               losses:list, # the loss at each step
@@ -245,6 +270,32 @@ def loss_knee(steps:list, # step numbers
     x = np.asarray(steps, float)[ok][smooth // 2: smooth // 2 + len(y)]
     xn, yn = (x - x[0]) / (x[-1] - x[0]), (y - y[-1]) / ((y[0] - y[-1]) or 1)
     return int(x[np.argmax((1 - xn) - yn)])
+
+def loss_plateau(train:list[dict], # `train` records
+                 min_drop:float=0.02 # nats the loss must still fall between the last two fifths of the run
+                )->bool:
+    "Whether a run's loss has stopped falling: it is past twice its knee, and its last fifth is within `min_drop` of the fifth before."
+    tr = [r for r in train if math.isfinite(r['loss'])]
+    if len(tr) < 20: return False
+    knee = loss_knee([r['step'] for r in tr], [r['loss'] for r in tr])
+    k = len(tr) // 5
+    last, prev = np.mean([r['loss'] for r in tr[-k:]]), np.mean([r['loss'] for r in tr[-2 * k:-k]])
+    return tr[-1]['step'] >= 2 * knee and prev - last < min_drop
+
+def check_samples(samples:list[dict], # `sample` records
+                  train:list[dict], # `train` records: the loss stage the samples are judged against
+                  max_repetition:float=0.5)->list[Finding]:
+    """Samples from the last sampling step that are mostly repetition, once the loss has stopped falling. Before that,
+    greedy repetition is what a weak model does (see the plot above), not a finding."""
+    if not samples or not loss_plateau(train): return []
+    last = max(s['step'] for s in samples)
+    bad = [s['text'] for s in samples if s['step'] == last and repetition(s['text']) > max_repetition]
+    if not bad: return []
+    return [Finding('repetitive_samples', 'warning', f'{len(bad)} sample(s) at step {last} are mostly repetition '
+                    f'({repetition(bad[0]):.0%} repeated 3-grams) although the loss has stopped falling: {bad[0][:60]!r}',
+                    'judge samples with temperature/top-p, not greedy decoding; check deduplication and boilerplate (chapter 01): '
+                    'a plateaued model that repeats itself often learnt from repeated text', last)]
+
 
 # %% ../nbs/08_debug.ipynb #af2c1e9b
 def oom_remedies(c, # a `msllm_nb.model.LlamaConfig`
@@ -288,6 +339,24 @@ def check_ranks(run_dir:str|Path)->list[Finding]:
                     + '; '.join(f'ranks {v} {k[:10]}' for k, v in groups.items()),
                     'gradients are not all-reduced (sync_grads false, or a custom step without the reducer): every rank trains its own model')]
 
+def _vocab_of(run_dir:Path)->int|None:
+    "The vocabulary size of a run's model, from a checkpoint's config (None without one)."
+    from msllm_nb.model import LlamaConfig
+    y = next(iter(sorted(run_dir.glob('checkpoints/step_*/model.yaml'))), None)
+    try: return LlamaConfig.from_yaml(y).vocab_size if y else None
+    except (OSError, ValueError, TypeError): return None
+
+def merge_divergence(non_finite:list[Finding], divergence:list[Finding])->list[Finding]:
+    "One finding per failure: a NaN that followed an earlier break is reported at the break, with its resume advice."
+    if not divergence: return non_finite
+    d, nf = divergence[0], next((f for f in non_finite if f.code == 'non_finite_loss'), None)
+    if nf is not None:
+        nf.step, nf.evidence = d.step, f'{d.evidence}; {nf.evidence}'
+        nf.remedy = 'lower lr (or lengthen warmup), keep grad_clip on, or train in fp32/bf16; ' + d.remedy
+        return non_finite
+    handled = [f for f in non_finite if f.code in ('non_finite_skipped', 'non_finite_rolled_back')]
+    return non_finite + ([] if handled and handled[0].step == d.step else divergence)
+
 def doctor(run_dir:str|Path # a train_llm out_dir (metrics.jsonl, checkpoints/, ranks/)
           )->list[Finding]:
     "Every detector of this chapter on one run folder; an empty list means nothing was found."
@@ -303,9 +372,10 @@ def doctor(run_dir:str|Path # a train_llm out_dir (metrics.jsonl, checkpoints/, 
     out = [Finding('metrics_unreadable', 'warning', f"{run_dir/'metrics.jsonl'}: line(s) {bad_lines[:5]} are not metric records and were skipped "
                    f'({len(bad_lines)} of {len(bad_lines) + len(recs)})', 'a run killed while writing leaves a torn last line; '
                    'anything else means two jobs share out_dir')] if bad_lines else []
-    out += check_non_finite(by['train'], by['event'])
-    if not any(f.code == 'non_finite_loss' for f in out): out += check_convergence(by['train'], by['val'])
-    out += check_frozen(run_dir) + check_data_wait(by['train']) + check_samples(by['sample']) + check_ranks(run_dir)
+    masked = check_masked(by['train'], by['event'])  # specific: then neither the flat loss nor the tensors left unmoved are reported
+    out += merge_divergence(check_non_finite(by['train'], by['event']), check_divergence(by['train'], run_dir, _vocab_of(run_dir))) + masked
+    if not masked and not any(f.code == 'non_finite_loss' for f in out): out += check_convergence(by['train'], by['val'])
+    out += ([] if masked else check_frozen(run_dir)) + check_data_wait(by['train']) + check_samples(by['sample'], by['train']) + check_ranks(run_dir)
     bad_ck = [e for e in by['event'] if e.get('event') == 'checkpoint unusable']
     if bad_ck: out.append(Finding('checkpoint_unusable', 'warning', f"{len(bad_ck)} checkpoint(s) failed verification: {bad_ck[0].get('detail')}",
                                   'the run resumed from an older one; check free disk space and that out_dir is not written by two jobs'))

@@ -15,8 +15,8 @@ from fastcore.script import call_parse, Param, store_true
 __all__ = ['SUPPORTED_PYTHON', 'dist_version', 'import_providers', 'module_dir', 'top_level_names', 'ms_plugins', 'cuda_info',
            'ascend_info', 'mf_version_map', 'mf_pairing', 'env_report', 'env_problems', 'format_report',
            'run_reference', 'torch_probe', 'ms_run_check', 'smoke_test', 'version_claims', 'env_cli',
-           'chapter_notebooks', 'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report',
-           'roadmap_cli']
+           'chapter_notebooks', 'cells_as_files', 'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap',
+           'roadmap_report', 'roadmap_cli']
 
 # %% ../nbs/00_env.ipynb #724b1833
 def dist_version(name:str # distribution (pip) name, e.g. `mindspore`
@@ -199,35 +199,39 @@ def format_report(report:dict # from `env_report`
     return '\n'.join(f'{k:<{w}}  {v}' for k, v in rows)
 
 # %% ../nbs/00_env.ipynb #0c7f6171
-def _child(q, fn, args, kwargs):
-    try: q.put(('ok', fn(*args, **kwargs)))
-    except BaseException as e: q.put(('err', f'{type(e).__name__}: {e}'))
+def _reference_child(job:str, result:str):
+    "The child's side of `run_reference`: take the parent's sys.path, run the pickled call, pickle back its result or error."
+    import pickle
+    with open(job, 'rb') as f: sys.path[:] = pickle.load(f); fn, args, kwargs = pickle.load(f)
+    try: out = ('ok', fn(*args, **kwargs))
+    except BaseException as e: out = ('err', f'{type(e).__name__}: {e}')
+    with open(result + '.partial', 'wb') as f: pickle.dump(out, f)
+    os.replace(result + '.partial', result)
 
 def run_reference(fn, # a function importable from a module (not defined in a notebook or `__main__`)
                   *args,
                   timeout:float=600, # seconds before the child is killed
                   **kwargs):
-    "Run `fn(*args, **kwargs)` in a fresh spawned process (one framework per process) and return its result."
+    """Run `fn(*args, **kwargs)` in a fresh Python interpreter (one framework per process) and return its result.
+    The child is a new interpreter, not a `multiprocessing` spawn: it never re-imports the caller's script, so a plain
+    script without `if __name__ == '__main__':` can call it too."""
+    import pickle, tempfile
     if getattr(fn, '__module__', None) == '__main__':
-        raise ValueError(f'{fn.__name__} is defined in __main__ (a notebook or script): a spawned process cannot import it; '
+        raise ValueError(f'{fn.__name__} is defined in __main__ (a notebook or script): a fresh process cannot import it; '
                          'put it in a module')
-    import msllm_nb.env as this  # the child unpickles `_child` by module path
-    ctx = mp.get_context('spawn')
-    q = ctx.Queue()
-    p = ctx.Process(target=this._child, args=(q, fn, args, kwargs), daemon=True)
-    p.start()
-    deadline = time.monotonic() + timeout
-    while True:
-        try: status, val = q.get(timeout=0.2); break
-        except Exception: pass
-        if not p.is_alive() and q.empty():
-            raise RuntimeError(f'reference process for {fn.__name__} died without a result (exit code {p.exitcode})')
-        if time.monotonic() > deadline:
-            p.kill(); p.join()
-            raise TimeoutError(f'reference process for {fn.__name__} gave no result within {timeout}s')
-    p.join()
+    with tempfile.TemporaryDirectory(prefix='msllm_ref_') as d:
+        job, result = Path(d)/'job.pkl', Path(d)/'result.pkl'
+        with open(job, 'wb') as f: pickle.dump(sys.path, f); pickle.dump((fn, args, kwargs), f)
+        code = 'import sys; from msllm_nb.env import _reference_child; _reference_child(sys.argv[1], sys.argv[2])'
+        try: p = subprocess.run([sys.executable, '-c', code, str(job), str(result)], timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f'reference process for {fn.__name__} gave no result within {timeout}s') from None
+        if not result.exists():
+            raise RuntimeError(f'reference process for {fn.__name__} died without a result (exit code {p.returncode})')
+        status, val = pickle.loads(result.read_bytes())
     if status == 'err': raise RuntimeError(f'reference process for {fn.__name__} failed: {val}')
     return val
+
 
 def torch_probe()->dict:
     "Import torch in *this* process and describe it (meant to run through `run_reference`)."
@@ -346,6 +350,26 @@ def chapter_notebooks(nbs_dir:str|Path='nbs' # folder holding NN_*.ipynb
     if not nbs: raise FileNotFoundError(f"no chapter notebooks (NN_*.ipynb) in {Path(nbs_dir).resolve()}")
     return nbs
 
+def cells_as_files(shell=None # an IPython shell (default: the running one; None outside IPython)
+                  )->Path|None:
+    """From now on, give each cell the shell runs a real source file (named by a hash of its code) instead of IPython's
+    `<ipython-input-N-…>`. MindSpore's graph compiler looks up the file of every function it compiles and logs an
+    ERROR line per node when the file does not exist: hundreds of lines on a terminal for one notebook cell."""
+    import hashlib, tempfile
+    if shell is None:
+        try: from IPython import get_ipython
+        except ImportError: return None
+        shell = get_ipython()
+    if shell is None: return None
+    d = Path(tempfile.gettempdir())/'msllm_nb_cells'; d.mkdir(exist_ok=True)
+    def code_name(raw_code, transformed_code, number):
+        p = d/f'cell_{hashlib.sha1(transformed_code.encode()).hexdigest()[:16]}.py'
+        if not p.exists():  # written once, atomically: chapters run side by side share the folder
+            tmp = p.with_name(f'{p.name}.{os.getpid()}.tmp'); tmp.write_text(transformed_code); os.replace(tmp, p)
+        return str(p)
+    shell.compile.get_code_name = code_name
+    return d
+
 def run_notebook(nb_path:Path, # notebook to execute
                  out_path:Path, # where the executed copy is written
                  skip_flags:tuple=('gpu', 'ascend') # cells whose `#| flag` line names one of these are skipped
@@ -363,7 +387,7 @@ def run_notebook(nb_path:Path, # notebook to execute
             why = 'slow: run msllm-roadmap --slow' if hit[0] == 'slow' else f'needs {hit[0]}'
             c.source = f'# skipped ({why})\n' + c.source.replace('\n', '\n# ')
     cwd = os.getcwd(); os.chdir(Path(nb_path).parent)
-    sh = CaptureShell()
+    sh = CaptureShell(); cells_as_files(sh)
     try:
         for c in nb.cells:
             if c.cell_type != 'code': continue

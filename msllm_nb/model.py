@@ -14,13 +14,15 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter, Tensor
 
 # %% auto #0
-__all__ = ['HF_ARCHS', 'PRESETS', 'LlamaConfig', 'from_hf_config', 'to_hf_config', 'param_shapes', 'param_count', 'RMSNorm',
-           'rope_tables', 'rotate_half', 'Embedding', 'Attention', 'FeedForward', 'DecoderLayer', 'LlamaModel',
-           'LlamaForCausalLM', 'sample_next', 'generate', 'generate_window', 'SafetensorsFile', 'hf_to_ms_name',
-           'ms_to_hf_name', 'hf_weight_files', 'open_weights', 'ConversionError', 'check_names', 'ckpt_record_header',
-           'save_ms_weights', 'convert_hf_to_ms', 'load_ms_weights', 'load_model', 'convert_ms_to_hf',
-           'permute_meta_qk', 'unpermute_meta_qk', 'convert_meta_to_ms', 'make_tiny_hf', 'smollm2_gguf',
-           'build_smollm2_hf', 'fixture_dir', 'convert_cli']
+__all__ = ['HF_ARCHS', 'PRESETS', 'GGUF_ARCHS', 'GGUF_FIXTURE_TYPES', 'LlamaConfig', 'from_hf_config', 'to_hf_config',
+           'param_shapes', 'param_count', 'RMSNorm', 'rope_tables', 'rotate_half', 'Embedding', 'Attention',
+           'FeedForward', 'DecoderLayer', 'LlamaModel', 'LlamaForCausalLM', 'sample_next', 'generate',
+           'generate_window', 'SafetensorsFile', 'hf_to_ms_name', 'ms_to_hf_name', 'hf_weight_files', 'open_weights',
+           'ConversionError', 'check_names', 'ckpt_record_header', 'save_ms_weights', 'convert_hf_to_ms', 'iter_ckpt',
+           'iter_ms_weights', 'load_ms_weights', 'load_model', 'convert_ms_to_hf', 'permute_meta_qk',
+           'unpermute_meta_qk', 'convert_meta_to_ms', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_hf',
+           'build_hf_from_gguf', 'fixture_dir', 'gguf_field', 'gguf_config', 'gguf_tensor', 'gguf_tensor_map',
+           'gguf_tokenizer', 'convert_gguf_to_ms', 'write_gguf_fixture', 'convert_cli']
 
 # %% ../nbs/04_convert.ipynb #96d84ab2
 _DTYPES = {'float32': ms.float32, 'float16': ms.float16, 'bfloat16': ms.bfloat16}
@@ -41,6 +43,7 @@ class LlamaConfig:
     attention_bias: bool = False  # q/k/v projections with bias (Qwen2)
     dtype: str = 'float32'  # parameter dtype: float32, float16 or bfloat16
     architecture: str = 'llama'  # llama, qwen2 or mistral (same tensors; recorded for the reverse conversion)
+    hf_extra: dict | None = None  # the rest of a Hugging Face config.json (token ids, sliding_window, ...): the model ignores it, the reverse conversion writes it back
 
     def __post_init__(self):
         if self.num_key_value_heads is None: self.num_key_value_heads = self.num_attention_heads
@@ -75,9 +78,14 @@ class LlamaConfig:
 # %% ../nbs/04_convert.ipynb #5ec85b17
 HF_ARCHS = {'LlamaForCausalLM': 'llama', 'Qwen2ForCausalLM': 'qwen2', 'MistralForCausalLM': 'mistral'}
 
+# config.json keys that LlamaConfig holds itself (or that say which library wrote the file); every other key is kept in hf_extra
+_HF_DERIVED = {'architectures', 'model_type', 'vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
+               'num_attention_heads', 'num_key_value_heads', 'max_position_embeddings', 'rope_theta', 'rms_norm_eps',
+               'tie_word_embeddings', 'attention_bias', 'torch_dtype', 'dtype', 'transformers_version', '_name_or_path'}
+
 def from_hf_config(cfg:dict|str|Path # a Hugging Face config.json (path or parsed)
                   )->LlamaConfig:
-    "Our `LlamaConfig` from a Hugging Face LLaMA / Qwen2 / Mistral `config.json`."
+    "Our `LlamaConfig` from a Hugging Face LLaMA / Qwen2 / Mistral `config.json`; the keys it does not use are kept in `hf_extra`."
     src = str(cfg) if not isinstance(cfg, dict) else 'config'
     if not isinstance(cfg, dict): cfg = json.loads(Path(cfg).read_text())
     archs = cfg.get('architectures') or []
@@ -88,31 +96,34 @@ def from_hf_config(cfg:dict|str|Path # a Hugging Face config.json (path or parse
     hd = cfg.get('head_dim')
     if hd is not None and hd != cfg['hidden_size'] // cfg['num_attention_heads']:
         raise ValueError(f"{src}: head_dim {hd} != hidden_size/num_attention_heads is not supported")
-    dt = cfg.get('torch_dtype') or 'float32'
+    dt = cfg.get('torch_dtype') or cfg.get('dtype') or 'float32'  # newer transformers write `dtype`
     max_pos = cfg.get('max_position_embeddings', 2048)
     sw = cfg.get('sliding_window') if (arch == 'mistral' or cfg.get('use_sliding_window')) else None
     if sw and sw < max_pos:  # sliding-window attention is not implemented; up to the window it equals full attention
         import warnings
         warnings.warn(f'{src}: sliding-window attention ({sw}) is not implemented: max_position_embeddings capped from {max_pos} to {sw}')
         max_pos = sw
+    extra = {k: v for k, v in cfg.items() if k not in _HF_DERIVED}
+    if max_pos != cfg.get('max_position_embeddings', max_pos): extra['max_position_embeddings'] = cfg['max_position_embeddings']
     return LlamaConfig(vocab_size=cfg['vocab_size'], hidden_size=cfg['hidden_size'], intermediate_size=cfg['intermediate_size'],
                        num_hidden_layers=cfg['num_hidden_layers'], num_attention_heads=cfg['num_attention_heads'],
                        num_key_value_heads=cfg.get('num_key_value_heads'), max_position_embeddings=max_pos,
                        rope_theta=float(cfg.get('rope_theta', 10000.0)), rms_norm_eps=float(cfg.get('rms_norm_eps', 1e-6)),
                        tie_word_embeddings=bool(cfg.get('tie_word_embeddings', False)),
                        attention_bias=bool(cfg.get('attention_bias', arch == 'qwen2')),
-                       dtype=dt if dt in _DTYPES else 'float32', architecture=arch)
+                       dtype=dt if dt in _DTYPES else 'float32', architecture=arch, hf_extra=extra or None)
 
 def to_hf_config(c:LlamaConfig)->dict:
-    "A Hugging Face `config.json` dict for `c` (the reverse of `from_hf_config`)."
+    "A Hugging Face `config.json` dict for `c` (the reverse of `from_hf_config`: the keys kept in `hf_extra` come back too)."
     arch = {'llama': 'LlamaForCausalLM', 'qwen2': 'Qwen2ForCausalLM', 'mistral': 'MistralForCausalLM'}[c.architecture]
     d = dict(architectures=[arch], model_type=c.architecture, vocab_size=c.vocab_size, hidden_size=c.hidden_size,
              intermediate_size=c.intermediate_size, num_hidden_layers=c.num_hidden_layers,
              num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
              max_position_embeddings=c.max_position_embeddings, rope_theta=c.rope_theta, rms_norm_eps=c.rms_norm_eps,
-             tie_word_embeddings=c.tie_word_embeddings, hidden_act='silu', torch_dtype=c.dtype)
+             tie_word_embeddings=c.tie_word_embeddings, hidden_act='silu', torch_dtype=c.dtype, dtype=c.dtype)  # `dtype`: transformers ≥ 4.56's name
     if c.architecture == 'llama': d.update(attention_bias=c.attention_bias, mlp_bias=False)
-    return d
+    return {**d, **(c.hf_extra or {})}  # hf_extra's max_position_embeddings: the window before a sliding-window cap
+
 
 # %% ../nbs/04_convert.ipynb #0e66b3fd
 PRESETS = {
@@ -517,6 +528,15 @@ def save_ms_weights(items, # (name, np.ndarray) pairs — a generator is consume
     if path.suffix not in ('.ckpt', '.safetensors'): raise ValueError(f'{path}: the output must end in .ckpt or .safetensors')
     if isinstance(items, dict): shapes, items = shapes or {k: (v.shape, v.dtype) for k, v in items.items()}, items.items()
     tmp = path.with_name(path.name + '.partial')
+    try: _write_weights(tmp, path, items, cfg, shapes)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # nothing half-written is left behind, under either name
+        raise
+    os.replace(tmp, path)  # atomic: a crash never leaves a half-written checkpoint under the final name
+    cfg.to_yaml(path.with_suffix('.yaml'))
+
+def _write_weights(tmp:Path, path:Path, items, cfg:LlamaConfig, shapes:dict|None):
+    "The body of `save_ms_weights`: every tensor into `tmp`, in `path`'s format, then fsync."
     with open(tmp, 'wb') as f:
         if path.suffix == '.ckpt':
             # MindSpore's own save_checkpoint appends one `Checkpoint` protobuf message per parameter; so do we, framing
@@ -540,8 +560,6 @@ def save_ms_weights(items, # (name, np.ndarray) pairs — a generator is consume
                 f.write(memoryview(np.ascontiguousarray(a)).cast('B'))
             if f.tell() != len(hb) + 8 + off: raise ValueError(f'{path}: tensors written do not fill the declared header')
         f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, path)  # atomic: a crash never leaves a half-written checkpoint under the final name
-    cfg.to_yaml(path.with_suffix('.yaml'))
 
 def convert_hf_to_ms(src:str|Path, # HF model directory (config.json + weights)
                      dst:str|Path, # output .ckpt or .safetensors
@@ -550,6 +568,8 @@ def convert_hf_to_ms(src:str|Path, # HF model directory (config.json + weights)
                     )->dict:
     "Convert a Hugging Face LLaMA/Qwen2/Mistral checkpoint to a MindSpore checkpoint; returns the report."
     src = Path(src)
+    if dtype not in ('float32', 'float16'):  # NumPy has no bfloat16, and this writer goes through NumPy arrays
+        raise ValueError(f'dtype {dtype!r}: write float32 or float16 (a bf16 model is widened to float32 exactly)')
     if not (src/'config.json').exists(): raise FileNotFoundError(f'{src/"config.json"}: missing (needed for the architecture)')
     cfg = from_hf_config(src/'config.json')
     readers = [open_weights(p) for p in hf_weight_files(src)]
@@ -557,7 +577,7 @@ def convert_hf_to_ms(src:str|Path, # HF model directory (config.json + weights)
     bad = rep['missing'] or rep['unexpected'] or rep['mismatched']
     if bad and not force:
         lines = [f'{k}: {v[:5]}' + (f' (+{len(v) - 5} more)' if len(v) > 5 else '') for k, v in rep.items() if k in ('missing', 'unexpected', 'mismatched') and v]
-        raise ConversionError(f'{src}: checkpoint does not match its config; nothing written (force=True writes what fits)\n  ' + '\n  '.join(lines))
+        raise ConversionError(f'{src}: checkpoint does not match its config; nothing written (msllm-convert --force, or force=True, writes what fits)\n  ' + '\n  '.join(lines))
     names = [n for n in param_shapes(cfg) if n in rep['mapped']]
     def tensors():  # one tensor in memory at a time
         for n in names:
@@ -570,35 +590,99 @@ def convert_hf_to_ms(src:str|Path, # HF model directory (config.json + weights)
     return rep
 
 # %% ../nbs/04_convert.ipynb #ff46de01
-def load_ms_weights(path:str|Path)->dict:
-    "Name → np.ndarray of a MindSpore checkpoint written as `.ckpt` or `.safetensors`."
+_MS_TO_NP = {'Float32': np.float32, 'Float16': np.float16, 'Float64': np.float64, 'Int32': np.int32, 'Int64': np.int64,
+             'Int8': np.int8, 'UInt8': np.uint8, 'Int16': np.int16, 'Bool': np.bool_, 'BFloat16': 'BF16'}
+
+def _read_varint(f)->int:
+    n = shift = 0
+    while True:
+        b = f.read(1)
+        if not b: raise EOFError('truncated varint')
+        n |= (b[0] & 0x7F) << shift; shift += 7
+        if b[0] < 0x80: return n
+
+def _skip(f, key:int):
+    "Skip one protobuf field of wire type key & 7 (varint, 64-bit, length-delimited or 32-bit)."
+    wt = key & 7
+    if wt == 0: _read_varint(f)
+    else: f.seek({1: 8, 5: 4}[wt] if wt in (1, 5) else _read_varint(f), 1)
+
+def _ckpt_value(f, end:int)->tuple:
+    "One `Checkpoint.Value` record: (tag, dims, tensor_type, raw bytes), the bytes read on their own (not memory-mapped)."
+    tag, dims, ttype, raw = None, [], None, None
+    while f.tell() < end:
+        k = _read_varint(f)
+        if k == 0x0a: tag = f.read(_read_varint(f)).decode()
+        elif k == 0x12:  # TensorProto: dims = 1, tensor_type = 2, tensor_content = 3
+            tend = _read_varint(f) + f.tell()
+            while f.tell() < tend:
+                tk = _read_varint(f)
+                if tk == 0x08: dims.append(_read_varint(f))
+                elif tk == 0x0a:  # dims, packed
+                    pend = _read_varint(f) + f.tell()
+                    while f.tell() < pend: dims.append(_read_varint(f))
+                elif tk == 0x12: ttype = f.read(_read_varint(f)).decode()
+                elif tk == 0x1a: raw = np.fromfile(f, np.uint8, _read_varint(f))
+                else: _skip(f, tk)
+        else: _skip(f, k)
+    return tag, dims, ttype, raw
+
+def iter_ckpt(path:str|Path)->Iterator[tuple[str, np.ndarray]]:
+    """(name, array) of a MindSpore `.ckpt`, one tensor in memory at a time. The file is a protobuf `Checkpoint`; MindSpore's
+    `load_checkpoint` parses all of it into memory first (about twice the file at its peak). A tensor MindSpore saved in
+    slices (records of the same tag) is joined; bfloat16 is widened to float32 exactly."""
+    path = Path(path)
+    def done(tag, dims, ttype, parts):
+        if ttype not in _MS_TO_NP: raise ValueError(f'tensor {tag!r} has unsupported type {ttype!r}')
+        raw = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if ttype == 'BFloat16': return tag, (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(dims)
+        return tag, raw.view(_MS_TO_NP[ttype]).reshape(dims)
+    with open(path, 'rb') as f:
+        size, cur = os.fstat(f.fileno()).st_size, None
+        while f.tell() < size:
+            key, n = _read_varint(f), _read_varint(f)
+            if key != 0x0a: f.seek(n, 1); continue  # not a `value` record
+            if f.tell() + n > size: raise ValueError(f'truncated: a record of {n} bytes at byte {f.tell()} runs past the end')
+            tag, dims, ttype, raw = _ckpt_value(f, f.tell() + n)
+            if raw is None: continue  # a map tensor or an empty record: not a model weight
+            if cur is not None and cur[0] == tag: cur[3].append(raw); continue  # the next slice of the same tensor
+            if cur is not None: yield done(*cur)
+            cur = (tag, dims, ttype, [raw])
+        if cur is not None: yield done(*cur)
+
+def iter_ms_weights(path:str|Path)->Iterator[tuple[str, np.ndarray]]:
+    "(name, np.ndarray) of a MindSpore checkpoint (`.ckpt` or `.safetensors`), one tensor read at a time."
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f'{path}: no such checkpoint')
     if path.suffix == '.safetensors':
-        f = SafetensorsFile(path); return {k: f.get(k) for k in f.keys()}
-    try: params = ms.load_checkpoint(str(path))
-    except Exception as e: raise ValueError(f'{path}: cannot read as a MindSpore checkpoint: {e}') from None
-    return {k: v.asnumpy() for k, v in params.items()}
+        f = SafetensorsFile(path); yield from ((k, f.get(k)) for k in f.keys()); return
+    try: yield from iter_ckpt(path)
+    except (EOFError, ValueError, KeyError) as e: raise ValueError(f'{path}: cannot read as a MindSpore checkpoint: {e}') from None
+
+def load_ms_weights(path:str|Path)->dict:
+    "Name → np.ndarray of a MindSpore checkpoint written as `.ckpt` or `.safetensors`."
+    return dict(iter_ms_weights(path))
 
 def load_model(path:str|Path, # a .ckpt/.safetensors written by `convert_hf_to_ms` or training, with its .yaml beside it
                cfg:LlamaConfig|None=None # the config (default: the YAML beside the checkpoint)
               )->LlamaForCausalLM:
-    "Build the model for a checkpoint and load every parameter (strict: any missing or extra tensor is an error)."
+    "Build the model for a checkpoint and load every parameter, one at a time (strict: any missing or extra tensor is an error)."
+    from mindspore.nn.utils import no_init_parameters
     path = Path(path)
     if cfg is None:
         if not path.with_suffix('.yaml').exists(): raise FileNotFoundError(f'{path.with_suffix(".yaml")}: config missing; pass cfg=')
         cfg = LlamaConfig.from_yaml(path.with_suffix('.yaml'))
-    w = load_ms_weights(path)
-    want = param_shapes(cfg)
-    bad = [f'{k}: {w[k].shape} vs {want[k]}' for k in want if k in w and tuple(w[k].shape) != tuple(want[k])]
-    missing, extra = [k for k in want if k not in w], [k for k in w if k not in want]
-    if bad or missing or extra:
-        raise ValueError(f'{path}: does not fit its config: missing {missing[:5]}, unexpected {extra[:5]}, mismatched {bad[:5]}')
-    model = LlamaForCausalLM(cfg)
-    dt = _DTYPES[cfg.dtype]
-    not_loaded, _ = ms.load_param_into_net(model, {k: Parameter(Tensor(v, dt), name=k) for k, v in w.items()}, strict_load=True)
-    if not_loaded: raise ValueError(f'{path}: parameters not loaded: {not_loaded[:5]}')
+    with no_init_parameters(): model = LlamaForCausalLM(cfg)  # no random weights drawn only to be overwritten
+    params, want, dt = {p.name: p for p in model.get_parameters()}, param_shapes(cfg), _DTYPES[cfg.dtype]
+    bad, extra = [], []
+    for k, v in iter_ms_weights(path):  # each array is dropped once its parameter holds it
+        if k not in want: extra.append(k)
+        elif tuple(v.shape) != tuple(want[k]): bad.append(f'{k}: {v.shape} vs {want[k]}')
+        else: params.pop(k).set_data(Tensor(v, dt))
+    if bad or params or extra:
+        raise ValueError(f'{path}: does not fit its config: missing {list(params)[:5]}, unexpected {extra[:5]}, mismatched {bad[:5]}')
     return model
+
 
 # %% ../nbs/04_convert.ipynb #edeffac5
 def convert_ms_to_hf(src:str|Path, # a MindSpore checkpoint (.ckpt/.safetensors) with its .yaml
@@ -673,17 +757,22 @@ def make_tiny_hf(out_dir:str|Path, # where config.json + model.safetensors are w
                  seed:int=0,
                  dtype:str='float32', # torch dtype to save: float32 or bfloat16
                  max_shard_size:str|None=None, # e.g. '100KB': sharded files plus an index JSON
-                 safe:bool=True # False: pytorch_model.bin instead of safetensors
+                 safe:bool=True, # False: pytorch_model.bin instead of safetensors
+                 **sizes # config overrides, e.g. hidden_size=256, intermediate_size=512 (GGUF K-quants need rows of 256)
                 )->str:
     "Build and save a tiny random HF model (run through `run_reference`: it imports torch)."
     import torch, transformers
     torch.manual_seed(seed)
     common = dict(vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6, initializer_range=0.2)
+    common.update(sizes)
     if arch == 'llama': model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common, tie_word_embeddings=True, rope_theta=10000.0))
     elif arch == 'qwen2': model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common, tie_word_embeddings=False, rope_theta=1e6))
     elif arch == 'mistral': model = transformers.MistralForCausalLM(transformers.MistralConfig(**common, tie_word_embeddings=False, sliding_window=128))
     else: raise ValueError(f'make_tiny_hf: unknown arch {arch!r}')
+    with torch.no_grad():  # transformers starts biases at 0 and norm weights at 1: a mapping mistake there would pass parity
+        for n, p in model.named_parameters():
+            if n.endswith('bias') or 'norm' in n: p.add_(torch.randn_like(p) * 0.5)
     model = model.to(getattr(torch, dtype)).eval()
     model.save_pretrained(out_dir, safe_serialization=safe, **({'max_shard_size': max_shard_size} if max_shard_size else {}))
     return str(out_dir)
@@ -701,21 +790,31 @@ def smollm2_gguf()->Path:
 def build_smollm2_hf(out_dir:str|Path # cache folder for the dequantised HF model
                     )->str:
     "Dequantise SmolLM2's GGUF into a plain HF safetensors model + tokenizer (once; run through `run_reference`)."
-    out_dir = Path(out_dir)
+    return build_hf_from_gguf(smollm2_gguf(), out_dir)
+
+def build_hf_from_gguf(gguf:str|Path, # a .gguf file
+                       out_dir:str|Path, # cache folder for the dequantised HF model
+                       tokenizer:bool=True # also save the tokenizer transformers builds from the file's vocabulary
+                      )->str:
+    "transformers' own reading of a GGUF file, saved as a plain HF safetensors model (once; run through `run_reference`)."
+    out_dir, gguf = Path(out_dir), Path(gguf)
     if (out_dir/'model.safetensors').exists() and (out_dir/'config.json').exists(): return str(out_dir)
     import torch, transformers
-    gguf = smollm2_gguf()
     kw = dict(gguf_file=gguf.name, local_files_only=True)
-    tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, **kw)
-    m = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, torch_dtype=torch.float32, **kw)
+    tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, **kw) if tokenizer else None
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    transformers.logging.set_verbosity_error()  # its notes on tokenizer classes are not for the course's reader
+    gguf_utils.tqdm = lambda it, **kw: it  # its per-tensor bar would land on the terminal (this is a child process), not in the notebook
+    m = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
     cfg = m.config.to_dict(); cfg.pop('quantization_config', None)
     for k in ('_name_or_path', 'transformers_version', 'architectures', 'model_type', 'torch_dtype', 'dtype'): cfg.pop(k, None)
-    clean = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, torch_dtype='float32'))
+    clean = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, dtype='float32'))
     missing, unexpected = clean.load_state_dict(m.state_dict(), strict=False)
     missing = [k for k in missing if not (k == 'lm_head.weight' and clean.config.tie_word_embeddings)]
-    if missing or unexpected: raise RuntimeError(f'SmolLM2 state dict does not fit: missing {missing}, unexpected {unexpected}')
+    if missing or unexpected: raise RuntimeError(f'{gguf}: state dict does not fit: missing {missing}, unexpected {unexpected}')
     tmp = out_dir.with_name(out_dir.name + '.tmp')
-    clean.save_pretrained(tmp, safe_serialization=True); tok.save_pretrained(tmp)
+    clean.save_pretrained(tmp, safe_serialization=True)
+    if tok is not None: tok.save_pretrained(tmp)
     tmp.rename(out_dir)
     return str(out_dir)
 
@@ -745,22 +844,173 @@ def _write_meta_fixture(hf_dir, out_dir):
         'rope_theta': cfg.get('rope_theta', 10000.0), 'max_seq_len': cfg['max_position_embeddings']}))
     return str(out_dir)
 
+# %% ../nbs/04_convert.ipynb #1dc336db
+from collections import Counter
+
+GGUF_ARCHS = {'llama': 'llama', 'qwen2': 'qwen2'}  # llama.cpp's names (its Mistral files say llama)
+_GGUF_MS = [('token_embd.weight', 'model.tok_embeddings.embedding_weight'), ('output_norm.weight', 'model.norm_out.weight'),
+            ('output.weight', 'lm_head.weight'),
+            ('blk.{}.attn_q.{}', 'model.layers.{}.attention.wq.{}'), ('blk.{}.attn_k.{}', 'model.layers.{}.attention.wk.{}'),
+            ('blk.{}.attn_v.{}', 'model.layers.{}.attention.wv.{}'), ('blk.{}.attn_output.{}', 'model.layers.{}.attention.wo.{}'),
+            ('blk.{}.ffn_gate.{}', 'model.layers.{}.feed_forward.w1.{}'), ('blk.{}.ffn_down.{}', 'model.layers.{}.feed_forward.w2.{}'),
+            ('blk.{}.ffn_up.{}', 'model.layers.{}.feed_forward.w3.{}'), ('blk.{}.attn_norm.{}', 'model.layers.{}.attention_norm.{}'),
+            ('blk.{}.ffn_norm.{}', 'model.layers.{}.ffn_norm.{}')]
+_GG, _GG_REV = [(_pat(a), b) for a, b in _GGUF_MS], [(_pat(b), a) for a, b in _GGUF_MS]
+
+def gguf_field(reader, key:str, default=None):
+    "A metadata value of an open `gguf.GGUFReader` (default when absent)."
+    f = reader.fields.get(key)
+    return default if f is None else f.contents()
+
+def gguf_config(reader, src:str|Path='gguf')->LlamaConfig:
+    "Our `LlamaConfig` from a GGUF file's metadata (`general.architecture` and its `<arch>.*` keys)."
+    arch = gguf_field(reader, 'general.architecture')
+    if arch not in GGUF_ARCHS: raise ConversionError(f'{src}: GGUF architecture {arch!r} is not supported; supported: {sorted(GGUF_ARCHS)}')
+    g = lambda k, d=None: gguf_field(reader, f'{arch}.{k}', d)
+    heads, hidden = g('attention.head_count'), g('embedding_length')
+    if g('rope.dimension_count', hidden // heads) != hidden // heads:
+        raise ConversionError(f"{src}: {arch}.rope.dimension_count {g('rope.dimension_count')} (partial rotary) is not supported")
+    if g('rope.scaling.type', 'none') != 'none': raise ConversionError(f"{src}: rope scaling {g('rope.scaling.type')!r} is not supported")
+    names = {t.name for t in reader.tensors}
+    extra = {hf: gguf_field(reader, f'tokenizer.ggml.{k}_token_id') for hf, k in (('bos_token_id', 'bos'), ('eos_token_id', 'eos'), ('pad_token_id', 'padding'))}
+    extra = {k: v for k, v in extra.items() if v is not None}  # kept for the reverse conversion (config.json)
+    return LlamaConfig(vocab_size=g('vocab_size') or len(gguf_field(reader, 'tokenizer.ggml.tokens', [])), hidden_size=hidden,
+                       intermediate_size=g('feed_forward_length'), num_hidden_layers=g('block_count'), num_attention_heads=heads,
+                       num_key_value_heads=g('attention.head_count_kv', heads), max_position_embeddings=g('context_length', 2048),
+                       rope_theta=float(g('rope.freq_base', 10000.0)), rms_norm_eps=float(g('attention.layer_norm_rms_epsilon', 1e-6)),
+                       tie_word_embeddings='output.weight' not in names, attention_bias='blk.0.attn_q.bias' in names,
+                       architecture=GGUF_ARCHS[arch], hf_extra=extra or None)
+
+def gguf_tensor(t, cfg:LlamaConfig)->np.ndarray:
+    "One GGUF tensor as float32 in this model's layout: dequantised, rows first, q/k of llama files un-permuted."
+    from gguf.quants import dequantize
+    shape = [int(x) for x in reversed(t.shape)]  # GGML lists the innermost dim first
+    if t.data.ndim == 2 and t.data.shape[0] == shape[0]:  # rows of blocks: dequantised a few MB at a time into one output array
+        a, step = np.empty(shape, np.float32), max(1, (1 << 21) // shape[-1])  # (dequantize's temporaries are several × its output)
+        for i in range(0, shape[0], step): a[i:i + step] = dequantize(t.data[i:i + step], t.tensor_type).reshape(-1, *shape[1:])
+    else: a = dequantize(t.data, t.tensor_type).reshape(shape)
+    if cfg.architecture == 'llama' and t.name.split('.')[-2] in ('attn_q', 'attn_k'):  # llama.cpp stored them interleaved (Meta)
+        n = cfg.num_attention_heads if '.attn_q.' in t.name else cfg.num_key_value_heads
+        a = permute_meta_qk(a.reshape(a.shape[0], -1), n).reshape(a.shape)
+    return a
+
+def gguf_tensor_map(reader, cfg:LlamaConfig, src:str|Path='gguf')->dict:
+    "Our parameter name → the GGUF tensor; a missing, unexpected or misshapen tensor is a ConversionError naming it."
+    want, got, unexpected = param_shapes(cfg), {}, []
+    for t in reader.tensors:
+        n = _map(t.name, _GG)
+        if n is None: unexpected.append(t.name)
+        else: got[n] = t
+    bad = [f'{got[n].name}: {tuple(int(x) for x in reversed(got[n].shape))} vs {tuple(want[n])}' for n in got
+           if n in want and tuple(int(x) for x in reversed(got[n].shape)) != tuple(want[n])]
+    missing = [n for n in want if n not in got]
+    if missing or unexpected or bad:
+        raise ConversionError(f'{src}: does not fit its metadata: missing {missing[:5]}, unexpected {unexpected[:5]}, mismatched {bad[:5]}')
+    return got
+
+# %% ../nbs/04_convert.ipynb #2939b9a1
+def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf')->Path|None:
+    """Rebuild a byte-level BPE tokenizer (`tokenizer.ggml.model` gpt2) from the file's tokens and merges, as transformers'
+    GGUF loader does, into `out_dir` (tokenizer.json, tokenizer_config.json, config.json). None for other tokenizer models."""
+    from tokenizers import Tokenizer, AddedToken, decoders, models, pre_tokenizers, processors
+    if gguf_field(reader, 'tokenizer.ggml.model') != 'gpt2': return None
+    tokens, types = gguf_field(reader, 'tokenizer.ggml.tokens'), gguf_field(reader, 'tokenizer.ggml.token_type', [])
+    merges = [tuple(m.split(' ', 1)) for m in gguf_field(reader, 'tokenizer.ggml.merges', [])]
+    tk = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=bool(gguf_field(reader, 'tokenizer.ggml.add_space_prefix', False)))
+    tk.decoder, tk.post_processor = decoders.ByteLevel(), processors.ByteLevel(trim_offsets=False)
+    special = [t for t, ty in zip(tokens, types) if ty in (3, 4)]  # CONTROL and USER_DEFINED tokens are never split
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    tk.save(str(out/'tokenizer.json'))
+    name = lambda k: tokens[cfg.hf_extra[k]] if cfg.hf_extra and k in cfg.hf_extra else None
+    tc = {'tokenizer_class': 'PreTrainedTokenizerFast', 'bos_token': name('bos_token_id'), 'eos_token': name('eos_token_id'),
+          'pad_token': name('pad_token_id'), 'add_bos_token': bool(gguf_field(reader, 'tokenizer.ggml.add_bos_token', False)),
+          'chat_template': gguf_field(reader, 'tokenizer.chat_template'), 'model_max_length': cfg.max_position_embeddings}
+    (out/'tokenizer_config.json').write_text(json.dumps({k: v for k, v in tc.items() if v is not None}, indent=1, ensure_ascii=False))
+    (out/'config.json').write_text(json.dumps(to_hf_config(cfg), indent=1))  # load_tokenizer reads eos_token_id from it
+    return out
+
+def convert_gguf_to_ms(src:str|Path, # a .gguf file
+                       dst:str|Path, # output .ckpt or .safetensors (the tokenizer goes to `<dst stem>_tokenizer/`)
+                       dtype:str='float32' # float32 or float16
+                      )->dict:
+    "Convert a GGUF model to a MindSpore checkpoint, one tensor in memory at a time; returns the report."
+    from gguf import GGUFReader
+    src, dst = Path(src), Path(dst)
+    if dtype not in ('float32', 'float16'): raise ValueError(f'dtype {dtype!r}: write float32 or float16')
+    if not src.is_file(): raise FileNotFoundError(f'{src}: no such GGUF file')
+    try: reader = GGUFReader(str(src))  # memory-mapped: a tensor's bytes are read when it is dequantised
+    except (ValueError, OSError) as e: raise ConversionError(f'{src}: not a readable GGUF file ({e})') from None
+    cfg = gguf_config(reader, src)
+    got = gguf_tensor_map(reader, cfg, src)
+    shapes = {n: (s, np.dtype(dtype)) for n, s in param_shapes(cfg).items()}
+    wcfg = dataclasses.replace(cfg, dtype=dtype)
+    save_ms_weights(((n, gguf_tensor(got[n], cfg).astype(dtype, copy=False)) for n in shapes), dst, wcfg, shapes)
+    tok = gguf_tokenizer(reader, dst.with_name(dst.stem + '_tokenizer'), cfg, src)
+    return {'written': str(dst), 'tensors': len(shapes), 'types': dict(Counter(t.tensor_type.name for t in reader.tensors)),
+            'tokenizer': str(tok) if tok else f"not rebuilt: tokenizer.ggml.model {gguf_field(reader, 'tokenizer.ggml.model')!r} (only gpt2 byte-level BPE)",
+            'config': dataclasses.asdict(wcfg)}
+
+# %% ../nbs/04_convert.ipynb #3ca3e25b
+# a tensor type per kind of weight, so that one tiny file exercises every dequantiser the issue names (K-quants need rows of 256)
+GGUF_FIXTURE_TYPES = {'token_embd': 'Q8_0', 'output': 'Q8_0', 'attn_q': 'Q4_K', 'attn_k': 'Q6_K', 'attn_v': 'Q5_0',
+                      'attn_output': 'BF16', 'ffn_gate': 'Q4_1', 'ffn_up': 'F16', 'ffn_down': 'Q6_K'}  # norms: F32
+
+def _kquant_bytes(rows:int, cols:int, qtype, rng)->np.ndarray:
+    "Random K-quant blocks with finite scales (gguf has no NumPy quantiser for K-quants, only the dequantiser)."
+    import gguf
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    b = rng.integers(0, 256, (rows, cols // block, size), dtype=np.uint8)
+    scale = np.frombuffer(np.float16(0.002).tobytes(), np.uint8)
+    if qtype == gguf.GGMLQuantizationType.Q4_K: b[..., 0:2] = scale; b[..., 2:4] = scale  # d, dmin lead the block
+    else: b[..., size - 2:] = scale  # Q6_K: d ends the block
+    return b.reshape(rows, -1)
+
+def write_gguf_fixture(hf_dir:str|Path, # a tiny HF LLaMA (rows of 256: hidden and intermediate sizes multiples of 256)
+                       out:str|Path, seed:int=0,
+                       types:dict|None=None # weight kind → GGML type name (default GGUF_FIXTURE_TYPES; {} writes every tensor as F32)
+                      )->Path:
+    "Write `hf_dir`'s model as a llama.cpp GGUF (q/k permuted as llama.cpp does), one GGML type per kind of weight."
+    import gguf
+    c, f, rng = from_hf_config(Path(hf_dir)/'config.json'), SafetensorsFile(Path(hf_dir)/'model.safetensors'), np.random.default_rng(seed)
+    w = gguf.GGUFWriter(str(out), 'llama')
+    for k, v in (('block_count', c.num_hidden_layers), ('context_length', c.max_position_embeddings), ('embedding_length', c.hidden_size),
+                 ('feed_forward_length', c.intermediate_size), ('head_count', c.num_attention_heads), ('head_count_kv', c.num_key_value_heads)):
+        getattr(w, f'add_{k}')(v)
+    w.add_rope_freq_base(c.rope_theta); w.add_layer_norm_rms_eps(c.rms_norm_eps); w.add_vocab_size(c.vocab_size)
+    for hf in f.keys():
+        name = _map(hf_to_ms_name(hf), _GG_REV)
+        a = f.get(hf).astype(np.float32)
+        kind = name.split('.')[-2] if name.startswith('blk.') else name.split('.')[0]
+        if kind in ('attn_q', 'attn_k'): a = unpermute_meta_qk(a, c.num_attention_heads if kind == 'attn_q' else c.num_key_value_heads)
+        qt = getattr(gguf.GGMLQuantizationType, (GGUF_FIXTURE_TYPES if types is None else types).get(kind, 'F32') if a.ndim == 2 else 'F32')
+        if qt in (gguf.GGMLQuantizationType.Q4_K, gguf.GGMLQuantizationType.Q6_K): w.add_tensor(name, _kquant_bytes(*a.shape, qt, rng), raw_dtype=qt)
+        elif qt == gguf.GGMLQuantizationType.F32: w.add_tensor(name, a)
+        else: w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    return Path(out)
+
 # %% ../nbs/04_convert.ipynb #ccde4cb9
+import sys
 from fastcore.script import call_parse, Param, store_true
 
 @call_parse
-def convert_cli(src:Param('HF model directory, weights file, or MindSpore checkpoint with --reverse', str),
+def convert_cli(src:Param('HF model directory, weights file, .gguf file, or MindSpore checkpoint with --reverse', str),
                 dst:Param('output: .ckpt/.safetensors, or a directory with --reverse', str),
                 reverse:Param('MindSpore → Hugging Face', store_true)=False,
-                force:Param('write what fits even if names/shapes do not match the config', store_true)=False,
+                force:Param('write what fits even if names/shapes do not match the config (HF sources)', store_true)=False,
                 dtype:Param('dtype to write: float32 or float16', str)='float32'):
-    "Convert a Hugging Face LLaMA/Qwen2/Mistral checkpoint to MindSpore (or back with --reverse)."
-    import sys
+    "Convert a Hugging Face LLaMA/Qwen2/Mistral checkpoint or a GGUF file to MindSpore (or back with --reverse)."
+    gguf_in = Path(src).suffix == '.gguf' and not reverse
+    if dtype not in ('float32', 'float16'):
+        print(f'msllm-convert: --dtype {dtype}: choose float32 or float16 (bf16 sources are widened to float32 exactly)', file=sys.stderr); sys.exit(2)
+    if force and gguf_in: print('msllm-convert: --force applies to Hugging Face sources; a GGUF file is converted whole or not at all', file=sys.stderr); sys.exit(2)
     try:
         if reverse:
             print(f'wrote {convert_ms_to_hf(src, dst)}/model.safetensors and config.json')
             return
-        rep = convert_hf_to_ms(src, dst, force=force, dtype=dtype)
+        rep = convert_gguf_to_ms(src, dst, dtype) if gguf_in else convert_hf_to_ms(src, dst, force=force, dtype=dtype)
     except (ValueError, FileNotFoundError) as e:
         print(f'msllm-convert: {e}', file=sys.stderr); sys.exit(1)
     print(json.dumps({k: v for k, v in rep.items() if k != 'config'}, indent=1))

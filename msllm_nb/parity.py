@@ -16,8 +16,8 @@ from .env import run_reference
 from .model import LlamaForCausalLM, convert_hf_to_ms, load_model, generate
 
 # %% auto #0
-__all__ = ['TOLERANCE', 'hf_reference', 'ms_outputs', 'compare', 'check_parity', 'format_parity', 'break_checkpoint',
-           'parity_cli']
+__all__ = ['TOLERANCE', 'ARCH_FIELDS', 'hf_reference', 'ms_outputs', 'compare', 'same_architecture', 'check_parity',
+           'format_parity', 'break_checkpoint', 'parity_cli']
 
 # %% ../nbs/05_parity.ipynb #9cf2e52d
 def hf_reference(hf_dir:str, # Hugging Face model directory
@@ -27,7 +27,7 @@ def hf_reference(hf_dir:str, # Hugging Face model directory
     "Run the HF model (float32, CPU) and return hidden states, logits and a greedy continuation (imports torch: use `run_reference`)."
     import torch, transformers
     torch.manual_seed(0)
-    m = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32, local_files_only=True).eval()
+    m = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32, local_files_only=True).eval()
     with torch.no_grad():
         out = m(torch.tensor(ids), output_hidden_states=True)
         seq, past, gen = torch.tensor(ids[:1]), None, []
@@ -64,21 +64,42 @@ def compare(ref:dict, # from `hf_reference`
             'top1_agreement': top1, 'greedy_identical': ref['greedy'] == got['greedy'], 'greedy_first_divergence': div,
             'n_gen': len(ref['greedy']), 'greedy_ref': ref['greedy'], 'greedy_ms': got['greedy']}
 
+ARCH_FIELDS = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads',
+               'num_key_value_heads', 'tie_word_embeddings', 'attention_bias', 'rope_theta', 'rms_norm_eps')
+
+def same_architecture(hf_dir:Path, ckpt:str|Path):
+    "Refuse, before any compute, a checkpoint whose config is not the Hugging Face model's (a conversion of another model)."
+    import warnings
+    from msllm_nb.model import LlamaConfig, from_hf_config
+    if not (hf_dir/'config.json').exists(): raise FileNotFoundError(f'{hf_dir/"config.json"}: missing (is {hf_dir} a Hugging Face model folder?)')
+    y = Path(ckpt).with_suffix('.yaml')
+    if not y.exists(): raise FileNotFoundError(f'{y}: the checkpoint\'s config is missing')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # a sliding-window cap is reported by the conversion itself
+        ref = from_hf_config(hf_dir/'config.json')
+    got = LlamaConfig.from_yaml(y)
+    diff = [f'{k} {getattr(ref, k)} vs {getattr(got, k)}' for k in ARCH_FIELDS if getattr(ref, k) != getattr(got, k)]
+    if diff: raise ValueError(f'{ckpt} is not a conversion of {hf_dir}: {"; ".join(diff)} (Hugging Face vs checkpoint)')
+
 def check_parity(hf_dir:str|Path, # HF model directory (the reference)
                  ckpt:str|Path|None=None, # converted MindSpore checkpoint; converted into a temp dir if None
                  ids:list[list[int]]|None=None, # token ids; default: 2 seeded random rows of 24
                  n_gen:int=32)->dict:
-    "Convert (if needed), run both models on the same ids, and compare."
+    """Convert (if needed), run both models on the same ids, and compare. The reference runs first, in its own process,
+    and the MindSpore model is loaded once that process has exited: the two models are never in memory at once."""
+    from msllm_nb.model import LlamaConfig
     hf_dir = Path(hf_dir)
     with tempfile.TemporaryDirectory() as tmp:
         if ckpt is None:
             ckpt = Path(tmp)/'model.ckpt'; convert_hf_to_ms(hf_dir, ckpt)
-        model = load_model(ckpt)
+        else: same_architecture(hf_dir, ckpt)
+        cfg = LlamaConfig.from_yaml(Path(ckpt).with_suffix('.yaml'))
         if ids is None:
-            ids = np.random.default_rng(0).integers(3, model.config.vocab_size, (2, 24)).tolist()
+            ids = np.random.default_rng(0).integers(3, cfg.vocab_size, (2, 24)).tolist()
         import msllm_nb.parity as this  # the module's function: a notebook's own copy cannot be spawned
         ref = run_reference(this.hf_reference, str(hf_dir), ids, n_gen)
-        return compare(ref, ms_outputs(model, ids, n_gen), model.config.dtype)
+        model = load_model(ckpt)
+        return compare(ref, ms_outputs(model, ids, n_gen), cfg.dtype)
 
 def format_parity(r:dict)->str:
     "A readable parity report."
@@ -95,7 +116,7 @@ def format_parity(r:dict)->str:
 # %% ../nbs/05_parity.ipynb #d429e311
 def break_checkpoint(src:str|Path, # a good MindSpore checkpoint (with its .yaml)
                      dst:str|Path, # where the broken copy goes
-                     kind:str # 'transpose_q' (transpose the square q weights) or 'rotary' (wrong q/k permutation)
+                     kind:str # 'transpose_q' (transpose the square q weights), 'rotary' (wrong q/k permutation), 'swap_kv_bias' (layer 0's k and v biases swapped) or 'swap_norms' (layer 0's two norm weights swapped)
                     )->Path:
     "Write a deliberately wrong conversion, to show that parity catches it."
     from msllm_nb.model import load_ms_weights, save_ms_weights, permute_meta_qk, LlamaConfig
@@ -105,7 +126,12 @@ def break_checkpoint(src:str|Path, # a good MindSpore checkpoint (with its .yaml
         if kind == 'transpose_q' and k.endswith('attention.wq.weight'): w[k] = np.ascontiguousarray(w[k].T)
         elif kind == 'rotary' and k.endswith(('attention.wq.weight', 'attention.wk.weight')):
             w[k] = permute_meta_qk(w[k], cfg.num_attention_heads if 'wq' in k else cfg.num_key_value_heads)
-    if kind not in ('transpose_q', 'rotary'): raise ValueError(f'unknown kind {kind!r}')
+    pairs = {'swap_kv_bias': ('attention.wk.bias', 'attention.wv.bias'), 'swap_norms': ('attention_norm.weight', 'ffn_norm.weight')}
+    if kind in pairs:
+        a, b = (f'model.layers.0.{n}' for n in pairs[kind])
+        if a not in w: raise ValueError(f'{src}: no {a} to swap (a model without biases?)')
+        w[a], w[b] = w[b], w[a]
+    if kind not in ('transpose_q', 'rotary', *pairs): raise ValueError(f'unknown kind {kind!r}')
     save_ms_weights(w, dst, cfg)
     return Path(dst)
 
@@ -117,7 +143,7 @@ def parity_cli(hf_dir:Param('Hugging Face model directory (the reference)', str)
                json_out:Param('write the full report as JSON to this file', str)=None):
     "Check that a converted MindSpore model matches its Hugging Face original; exit 1 if not."
     try: r = check_parity(hf_dir, ckpt, n_gen=n_gen)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, RuntimeError, TimeoutError) as e:  # RuntimeError: the reference process failed
         print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(1)
     print(format_parity(r))
     if json_out: Path(json_out).write_text(json.dumps(r, indent=1))

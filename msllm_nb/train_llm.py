@@ -20,10 +20,12 @@ import msllm_nb.shards as mss
 # %% auto #0
 __all__ = ['CONFIG_DIR', 'causal_nll', 'CausalLMLoss', 'sample_tokens', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell',
            'TrainStep', 'WindowRange', 'GlobalBatches', 'split_windows', 'step_batches', 'file_crc', 'Checkpoints',
-           'flops_per_token', 'measure_peak_flops', 'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics',
-           'top_operators', 'start_profiler', 'profile_steps', 'profile_text', 'free_port', 'world_from_env',
-           'setup_openmpi', 'init_distributed', 'TrainConfig', 'config_hash', 'load_config', 'model_config',
-           'check_config', 'set_schedule_step', 'params_digest', 'evaluate', 'load_tokenizer', 'train', 'main',
+           'weight_stats', 'first_abnormal_step', 'healthy_checkpoint', 'flops_per_token', 'measure_peak_flops',
+           'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics', 'top_operators', 'start_profiler',
+           'profile_steps', 'profile_text', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed',
+           'TrainConfig', 'hashed_fields', 'config_hash', 'resume_mismatch', 'check_field', 'load_config',
+           'check_combinations', 'model_config', 'check_config', 'set_schedule_step', 'params_digest', 'evaluate',
+           'load_tokenizer', 'DataError', 'check_labels', 'ResumeError', 'resume_from', 'train', 'main',
            'hf_token_folder']
 
 # %% ../nbs/06_train_dp.ipynb #8e6a8084
@@ -232,16 +234,66 @@ class Checkpoints:
             if file_crc(p) != want['crc32']: return f'{p}: CRC mismatch (corrupt)'
         return None
     def latest_good(self)->tuple[Path, dict]|None:
-        "The newest checkpoint that verifies (the `latest` pointer first); logs each one skipped and why."
+        "The newest checkpoint that verifies (the `latest` pointer first); logs each one skipped and why (also kept in `skipped`)."
         order = [self.root/f'step_{s:08d}' for s in self.steps()]
         ptr = self.root/'latest'
         if ptr.exists() and (self.root/ptr.read_text().strip()) in order:
             p = self.root/ptr.read_text().strip(); order.remove(p); order.insert(0, p)
+        self.skipped = []  # '<folder>: why', for each checkpoint passed over
         for d in order:
             why = self.verify(d)
             if why is None: return d, json.loads((d/'meta.json').read_text())
+            self.skipped.append(f'{d.name}: {why}')
             self.log(f'checkpoint {d.name} is not usable: {why}; falling back to the previous one')
         return None
+
+# %% ../nbs/06_train_dp.ipynb #8bca77c2
+def weight_stats(weights:dict # name → np.ndarray
+                )->dict:
+    "The global L2 norm of the weights and whether all are finite (recorded in a checkpoint's meta.json)."
+    sq = sum(float(np.square(a, dtype=np.float64).sum()) for a in weights.values())
+    return {'weight_norm': math.sqrt(sq) if math.isfinite(sq) else float('inf'), 'weights_finite': math.isfinite(sq)}
+
+def first_abnormal_step(records:list[dict], # step records: step, loss, grad_norm (train `metrics.jsonl` records)
+                        vocab_size:int|None=None, # for the dead-model test: loss pinned at ln(vocab_size), gradient 0
+                        window:int=20, spike:float=3.0, norm_spike:float=20.0
+                       )->tuple[int, str]|None:
+    "(step, why) of the first step where training broke, or None; fp16 overflow steps (a `loss_scale` record) are the scaler's business."
+    seen = []
+    for r in records:
+        loss, norm = r['loss'], r.get('grad_norm', 0.0)
+        if not math.isfinite(loss) or (not math.isfinite(norm) and 'loss_scale' not in r):
+            return r['step'], f'loss {loss}, gradient norm {norm}'
+        if not math.isfinite(norm): continue
+        prev = seen[-window:]
+        if prev and loss > spike * float(np.median([p[0] for p in prev])):
+            return r['step'], f'loss {loss:.4g}, over {spike:g}× the median {np.median([p[0] for p in prev]):.4g} of the steps before'
+        if len(prev) >= 3 and norm > norm_spike * float(np.median([p[1] for p in prev])) > 0:
+            return r['step'], f'gradient norm {norm:.4g}, over {norm_spike:g}× the median {np.median([p[1] for p in prev]):.4g} of the steps before'
+        if vocab_size and norm == 0.0 and abs(loss - math.log(vocab_size)) < 0.01:
+            return r['step'], f'loss {loss:.4g} = ln({vocab_size}) with gradient norm 0: the model predicts every token alike'
+        seen.append((loss, norm))
+    return None
+
+def healthy_checkpoint(ck:Checkpoints, before:int|None=None # only checkpoints of earlier steps (the first abnormal one)
+                      )->tuple[Path, dict]|None:
+    "The newest checkpoint before step `before` that verifies, with finite weights whose norm is within 2× of the smallest kept."
+    metas = {}
+    for s in ck.steps():
+        try: metas[s] = json.loads((ck.root/f'step_{s:08d}'/'meta.json').read_text())
+        except (OSError, ValueError): pass
+    norms = [m['weight_norm'] for m in metas.values() if m.get('weights_finite', True) and 'weight_norm' in m]
+    ck.skipped = []
+    for s, m in sorted(metas.items(), reverse=True):
+        d = ck.root/f'step_{s:08d}'
+        if before is not None and s >= before: ck.skipped.append(f'{d.name}: written at or after step {before}, where training broke'); continue
+        if not m.get('weights_finite', True): ck.skipped.append(f'{d.name}: non-finite weights'); continue
+        if 'weight_norm' in m and m['weight_norm'] > 2 * min(norms):
+            ck.skipped.append(f"{d.name}: weight norm {m['weight_norm']:.4g}, over 2× the smallest kept ({min(norms):.4g})"); continue
+        why = ck.verify(d)
+        if why is None: return d, m
+        ck.skipped.append(f'{d.name}: {why}')
+    return None
 
 # %% ../nbs/06_train_dp.ipynb #7518593d
 def flops_per_token(cfg:msm.LlamaConfig, seq_len:int)->float:
@@ -273,21 +325,39 @@ def device_memory_mb()->float|None:
 class MetricsLog:
     "Rank 0 writes metrics to the console, metrics.jsonl and TensorBoard event files; other ranks write nothing."
     def __init__(self, out_dir:str|Path, rank:int=0, console:bool=True, tensorboard:bool=True):
-        self.rank, self.console = rank, console
-        self.path = Path(out_dir)/'metrics.jsonl'
+        self.rank, self.console, self.out = rank, console, Path(out_dir)
+        self.path = self.out/'metrics.jsonl'
         self.f = open(self.path, 'a') if rank == 0 else None
-        self.tb = None
-        if rank == 0 and tensorboard:
-            from tensorboardX import SummaryWriter
-            self.tb = SummaryWriter(str(Path(out_dir)/'tb'))
+        self.tensorboard, self.tb, self.purge_step = rank == 0 and tensorboard, None, None  # the writer starts at the first record
     def __call__(self, kind:str, step:int, **values):
         if self.rank != 0: return
         rec = {'kind': kind, 'step': step, 'time': round(time.time(), 3), **values}
         self.f.write(json.dumps(rec) + '\n'); self.f.flush()
-        if self.tb is not None:
+        if self.tensorboard and self.tb is None:
+            from tensorboardX import SummaryWriter
+            self.tb = SummaryWriter(str(self.out/'tb'), purge_step=self.purge_step)
+        if self.tb is not None:  # NaN/Inf stay in metrics.jsonl: TensorBoard cannot plot them (tensorboardX warns on each)
             for k, v in values.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None: self.tb.add_scalar(f'{kind}/{k}', v, step)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v): self.tb.add_scalar(f'{kind}/{k}', v, step)
         if self.console: print(f'[{kind}] step {step} ' + ' '.join(f'{k}={_fmt(v)}' for k, v in values.items() if k != 'sample_ids'), flush=True)
+    def resume_at(self, step:int)->int:
+        """A run resumed from the checkpoint of `step`: every record after it is superseded (the steps are redone).
+        They move to metrics.superseded.jsonl and metrics.jsonl is replaced atomically, so each step has one record;
+        TensorBoard drops its events after `step` too (`purge_step`). Returns how many records moved."""
+        if self.rank != 0: return 0
+        self.f.close()
+        keep, gone = [], []
+        for line in self.path.read_text().splitlines():
+            try: rec = json.loads(line)
+            except json.JSONDecodeError: continue  # a line torn by kill -9 in mid-write
+            (keep if rec['step'] <= step else gone).append(line)
+        if gone:
+            with open(self.out/'metrics.superseded.jsonl', 'a') as f: f.write('\n'.join(gone) + '\n')
+        _atomic_write(self.path, ''.join(l + '\n' for l in keep))
+        self.f = open(self.path, 'a')
+        if self.tb is not None: self.tb.close(); self.tb = None
+        self.purge_step = step + 1  # the next writer tells TensorBoard to drop the old events from here on
+        return len(gone)
     def text(self, msg:str):
         if self.rank == 0 and self.console: print(msg, flush=True)
     def close(self):
@@ -297,10 +367,16 @@ class MetricsLog:
 def _fmt(v): return f'{v:.4g}' if isinstance(v, float) else str(v)
 
 def read_metrics(run_dir:str|Path, kind:str|None=None)->list[dict]:
-    "Records of a run's metrics.jsonl (optionally of one kind: train, val, sample, event)."
+    "Records of a run's metrics.jsonl (optionally of one kind: train, val, sample, event); a last line torn by a crash is left out."
     p = Path(run_dir)/'metrics.jsonl'
-    recs = [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+    lines = [l for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
+    recs = []
+    for i, l in enumerate(lines):
+        try: recs.append(json.loads(l))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1: raise ValueError(f'{p}:{i + 1}: not a JSON record') from None
     return [r for r in recs if kind is None or r['kind'] == kind]
+
 
 # %% ../nbs/06_train_dp.ipynb #21ea5604
 def _op_place(full_name:str)->tuple[str, str]:
@@ -413,71 +489,105 @@ def init_distributed(port:int=8118)->tuple[int, int, subprocess.Popen|None]:
 # %% ../nbs/06_train_dp.ipynb #b67c5a30
 CONFIG_DIR = Path(msm.__file__).parent/'configs'  # the YAML files shipped with the package
 
+def _opt(default, numbers, choices=None, lo=None, hi=None, lo_open=False, hi_open=False):
+    """A `TrainConfig` field declared with its rules: `numbers` says whether it changes a run's numbers (a resume must
+    then agree on it; 'global' for batch_size, which counts as the global batch), `choices` the values it allows,
+    `lo`/`hi` its bounds (`*_open`: the bound itself is refused)."""
+    kw = {'default_factory': default} if callable(default) else {'default': default}
+    return field(**kw, metadata=dict(numbers=numbers, choices=choices, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open))
+
 @dataclass
 class TrainConfig:
     "Everything a training run depends on (YAML keys of the same names; `model` holds LlamaConfig fields or a `preset`)."
-    model: dict = field(default_factory=lambda: {'preset': 'tiny'})
-    init_from: str | None = None  # a converted or trained model checkpoint (.ckpt with .yaml) to continue pretraining from
-    token_dir: str = 'runs/shards/tokens'  # msllm-shard output
-    seq_len: int = 256
-    batch_size: int = 8  # per rank; the global batch is batch_size × ranks
-    steps: int = 200
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_steps: int = 20
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    grad_clip: float = 1.0
-    seed: int = 1234
-    val_fraction: float = 0.02  # windows at the end of the token stream held out for validation
-    val_every: int = 50
-    val_batches: int = 8
-    save_every: int = 50
-    keep: int = 3  # checkpoints kept
-    log_every: int = 10
-    sample_every: int = 0  # 0: only at the end
-    sample_prompts: list = field(default_factory=lambda: ['The', '今天'])
-    sample_tokens: int = 32
-    out_dir: str = 'runs/train'
-    mode: str = 'graph'  # graph (fast) or pynative (debugging)
-    device: str = 'CPU'
-    peak_tflops: float = 0.0  # per device, for MFU; 0: measured with a matmul at start
-    data_workers: int = 1
-    sched_port: int = 8118  # scheduler port under a plain mpirun
-    sync_grads: bool = True  # all-reduce gradients (False only to demonstrate rank drift)
-    zero: int = 0  # 1: shard the optimizer states over the ranks (ZeRO-1, chapter 07); bitwise equal to 0
-    zero_impl: str = 'collectives'  # collectives (any backend, chapter 07) or mindspore (its parallel optimizer: Ascend/GPU only)
-    accum_steps: int = 1  # micro-batches per optimizer step; batch_size is split into accum_steps pieces
-    precision: str = 'fp32'  # fp32; fp16 (fp16 compute, fp32 master weights, dynamic loss scaling); bf16 (GPU/Ascend)
-    loss_scale: float = 65536.0  # fp16: the initial dynamic loss scale
-    loss_scale_window: int = 1000  # fp16: overflow-free steps before the scale doubles
-    nan_policy: str = 'stop'  # a NaN/Inf loss or gradient norm: stop (raise, naming the step), skip (drop that update, go on)
+    model: dict = _opt(lambda: {'preset': 'tiny'}, True)
+    init_from: str | None = _opt(None, True)  # a converted or trained model checkpoint (.ckpt with .yaml) to continue pretraining from
+    token_dir: str = _opt('runs/shards/tokens', True)  # msllm-shard output
+    seq_len: int = _opt(256, True, lo=1)
+    batch_size: int = _opt(8, 'global', lo=1)  # per rank; the global batch is batch_size × ranks
+    steps: int = _opt(200, True, lo=1)
+    lr: float = _opt(1e-3, True, lo=0, lo_open=True)
+    min_lr: float = _opt(1e-4, True, lo=0)
+    warmup_steps: int = _opt(20, True, lo=0)
+    weight_decay: float = _opt(0.1, True, lo=0)
+    beta1: float = _opt(0.9, True, lo=0, hi=1, hi_open=True)
+    beta2: float = _opt(0.95, True, lo=0, hi=1, hi_open=True)
+    eps: float = _opt(1e-8, True, lo=0, lo_open=True)
+    grad_clip: float = _opt(1.0, True, lo=0)  # 0: no clipping
+    seed: int = _opt(1234, True)
+    val_fraction: float = _opt(0.02, True, lo=0, hi=1, hi_open=True)  # windows at the end of the token stream held out for validation
+    val_every: int = _opt(50, False, lo=1)
+    val_windows: int = _opt(64, False, lo=1)  # the first validation windows scored, the same set whatever the batch and rank count
+    save_every: int = _opt(50, False, lo=1)
+    keep: int = _opt(3, False, lo=1)  # checkpoints kept
+    log_every: int = _opt(10, False, lo=1)
+    sample_every: int = _opt(0, False, lo=0)  # 0: only at the end
+    sample_prompts: list = _opt(lambda: ['The', '今天'], False)
+    sample_tokens: int = _opt(32, False, lo=0)
+    out_dir: str = _opt('runs/train', False)
+    mode: str = _opt('graph', False, ('graph', 'pynative'))  # graph (fast) or pynative (debugging)
+    device: str = _opt('CPU', False, ('CPU', 'GPU', 'Ascend'))
+    peak_tflops: float = _opt(0.0, False, lo=0)  # per device, for MFU; 0: measured with a matmul at start
+    data_workers: int = _opt(1, False, lo=1)
+    sched_port: int = _opt(8118, False, lo=1, hi=65535)  # scheduler port under a plain mpirun
+    sync_grads: bool = _opt(True, True)  # all-reduce gradients (False only to demonstrate rank drift)
+    zero: int = _opt(0, False, (0, 1))  # 1: shard the optimizer states over the ranks (ZeRO-1, chapter 07); bitwise equal to 0
+    zero_impl: str = _opt('collectives', False, ('collectives', 'mindspore'))  # collectives (any backend, chapter 07) or mindspore (its parallel optimizer: Ascend/GPU only)
+    accum_steps: int = _opt(1, True, lo=1)  # micro-batches per optimizer step; batch_size is split into accum_steps pieces
+    precision: str = _opt('fp32', True, ('fp32', 'fp16', 'bf16'))  # fp32; fp16 (fp16 compute, fp32 master weights, dynamic loss scaling); bf16 (GPU/Ascend)
+    loss_scale: float = _opt(65536.0, True, lo=0, lo_open=True)  # fp16: the initial dynamic loss scale
+    loss_scale_window: int = _opt(1000, True, lo=1)  # fp16: overflow-free steps before the scale doubles
+    nan_policy: str = _opt('stop', True, ('stop', 'skip', 'rollback'))  # a NaN/Inf loss or gradient norm: stop (raise, naming the step), skip (drop that update, go on)
     # or rollback (reload the last good checkpoint and go on with the batches after the bad one)
-    profile_steps: int = 0  # >0: profile that many steps (after 2 unprofiled ones) with MindSpore's profiler → profile/top_ops.json
-    progress: bool = True
+    profile_steps: int = _opt(0, False, lo=0)  # >0: profile that many steps (after 2 unprofiled ones) with MindSpore's profiler → profile/top_ops.json
+    progress: bool = _opt(True, False)
 
-# what the numbers of a run depend on: a resumed run must agree on all of these
-_HASHED = ('model', 'init_from', 'sync_grads', 'accum_steps', 'precision', 'token_dir', 'seq_len', 'steps', 'lr', 'min_lr', 'warmup_steps', 'weight_decay', 'beta1',
-           'beta2', 'eps', 'grad_clip', 'seed', 'val_fraction')
+def hashed_fields()->tuple:
+    "The fields that change a run's numbers (declared with `numbers=True`): a resumed run must agree on all of them."
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata['numbers'] is True)
 
 def config_hash(cfg:TrainConfig, world:int)->tuple[str, dict]:
     "Hash of what determines a run's numbers (the global batch, not the rank count)."
-    d = {k: getattr(cfg, k) for k in _HASHED}; d['global_batch'] = cfg.batch_size * world
+    d = {k: getattr(cfg, k) for k in hashed_fields()}; d['global_batch'] = cfg.batch_size * world
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16], d
+
+def resume_mismatch(saved:dict, # the `config` a checkpoint's meta.json recorded
+                    now:dict # `config_hash(...)[1]` of this run
+                   )->str|None:
+    "None if a run may resume from a checkpoint written with `saved`, else each differing field with both values."
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    if not diff: return None
+    return '; '.join(f'{k}: checkpoint {saved.get(k, "(not recorded)")!r}, this run {now.get(k, "(not set)")!r}' for k in diff)
+
+def check_field(cfg:TrainConfig, f:dataclasses.Field, where:str):
+    "Coerce a numeric field given as text (YAML 1.1 reads 3e-4 as a string) and check it against its declared rules."
+    v, m = getattr(cfg, f.name), f.metadata
+    if f.type in ('int', 'float') and isinstance(v, str):
+        try: num = float(v)
+        except ValueError: pass
+        else:
+            if f.type == 'float' or num.is_integer(): v = int(num) if f.type == 'int' else num; setattr(cfg, f.name, v)
+    if f.type in ('int', 'float') and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+        raise ValueError(f'{where}: {f.name} must be a number, got {v!r}')
+    if f.type == 'int' and not isinstance(v, int): raise ValueError(f'{where}: {f.name} must be a whole number, got {v!r}')
+    if f.type == 'bool' and not isinstance(v, bool): raise ValueError(f'{where}: {f.name} must be true or false, got {v!r}')
+    if m['choices'] is not None and v not in m['choices']:
+        raise ValueError(f'{where}: {f.name} must be ' + ', '.join(map(str, m['choices'][:-1])) + f' or {m["choices"][-1]}, got {v!r}')
+    lo, hi = m['lo'], m['hi']
+    if (lo is not None and (v < lo or (m['lo_open'] and v == lo))) or (hi is not None and (v > hi or (m['hi_open'] and v == hi))):
+        rng = ('(' if m['lo_open'] else '[') + f'{lo if lo is not None else "-inf"}, {hi if hi is not None else "inf"}' + (')' if m['hi_open'] or hi is None else ']')
+        raise ValueError(f'{where}: {f.name} must be in {rng}, got {v!r}')
 
 def _parse_value(s:str):
     import yaml
     return yaml.safe_load(s)
 
 def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/configs, or a dict
-                overrides:list|None=None # ["key=value", "model.key=value", ...]
+                overrides:list|None=None # ["key=value", "model.key=value", ...]; an item may be (text, origin), e.g. ("device=GPU", "--device")
                )->TrainConfig:
-    "Read a training config; unknown keys and bad values are errors naming the key (and file)."
+    "Read a training config; unknown keys and bad values are errors naming the key and where it came from (file or flag)."
     import yaml
     src = 'defaults'
-    if isinstance(config, dict): d = dict(config)
+    if isinstance(config, dict): d, src = dict(config), 'config dict'
     elif config is None: d = {}
     else:
         p = Path(config)
@@ -486,47 +596,40 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
         src, d = str(p), yaml.safe_load(p.read_text()) or {}
         if not isinstance(d, dict): raise ValueError(f'{p}: a config is a YAML mapping')
     d['model'] = dict(d.get('model') or {'preset': 'tiny'})
+    origin = {k: src for k in d}
     for o in overrides or []:
-        if '=' not in o: raise ValueError(f'override {o!r}: expected key=value')
+        o, where = o if isinstance(o, tuple) else (o, f'--set {o}')
+        if '=' not in o: raise ValueError(f'{where}: expected key=value')
         k, v = o.split('=', 1)
-        if k.startswith('model.'): d['model'][k[6:]] = _parse_value(v)
-        else: d[k] = _parse_value(v)
+        if k.startswith('model.'): d['model'][k[6:]] = _parse_value(v); origin['model'] = where
+        else: d[k] = _parse_value(v); origin[k] = where
     names = {f.name: f for f in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(d) - set(names))
-    if unknown: raise ValueError(f'{src}: unknown config keys {unknown}; known: {sorted(names)}')
+    if unknown: raise ValueError(f'{origin[unknown[0]]}: unknown config keys {unknown}; known: {sorted(names)}')
     cfg = TrainConfig(**d)
-    for k, f in names.items():
-        v = getattr(cfg, k)
-        if f.type in ('int', 'float') and isinstance(v, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
-            try: num = float(v)
-            except ValueError: pass
-            else:
-                if f.type == 'float' or num.is_integer(): v = int(num) if f.type == 'int' else num; setattr(cfg, k, v)
-        if f.type in ('int', 'float') and (not isinstance(v, (int, float)) or isinstance(v, bool)):
-            raise ValueError(f'{src}: {k} must be a number, got {v!r}')
-    for k in ('seq_len', 'batch_size', 'steps', 'val_every', 'save_every', 'keep', 'log_every'):
-        if getattr(cfg, k) <= 0: raise ValueError(f'{src}: {k} must be positive, got {getattr(cfg, k)}')
-    if cfg.mode not in ('graph', 'pynative'): raise ValueError(f'{src}: mode must be graph or pynative, got {cfg.mode!r}')
-    if cfg.device not in ('CPU', 'GPU', 'Ascend'): raise ValueError(f'{src}: device must be CPU, GPU or Ascend, got {cfg.device!r}')
-    if cfg.zero not in (0, 1): raise ValueError(f'{src}: zero must be 0 or 1 (ZeRO-2/3 are estimated in chapter 07, not built), got {cfg.zero!r}')
-    if cfg.zero_impl not in ('collectives', 'mindspore'): raise ValueError(f'{src}: zero_impl must be collectives or mindspore, got {cfg.zero_impl!r}')
-    if cfg.zero_impl == 'mindspore' and cfg.device == 'CPU':
-        raise ValueError(f"{src}: zero_impl mindspore: MindSpore's parallel optimizer only supports Ascend/GPU; use zero_impl: collectives on CPU")
-    if cfg.accum_steps < 1 or cfg.batch_size % cfg.accum_steps:
-        raise ValueError(f'{src}: accum_steps {cfg.accum_steps} must be ≥ 1 and divide batch_size {cfg.batch_size}')
-    if cfg.precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'{src}: precision must be fp32, fp16 or bf16, got {cfg.precision!r}')
-    if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{src}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
-    if not isinstance(cfg.sample_prompts, list) or not all(isinstance(p, str) and p for p in cfg.sample_prompts):
-        raise ValueError(f'{src}: sample_prompts must be a list of non-empty strings (or [] for no samples), got {cfg.sample_prompts!r}')
-    if cfg.sample_tokens < 0 or cfg.sample_every < 0: raise ValueError(f'{src}: sample_tokens and sample_every must be ≥ 0')
-    if cfg.nan_policy not in ('stop', 'skip', 'rollback'): raise ValueError(f'{src}: nan_policy must be stop, skip or rollback, got {cfg.nan_policy!r}')
-    if not 0 <= cfg.profile_steps <= cfg.steps - 2:
-        raise ValueError(f'{src}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
-    if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{src}: nan_policy skip with accum_steps > 1 is not supported; use stop')
-    if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{src}: precision fp16 with accum_steps > 1 is not supported; use one of them')
-    if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{src}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
-    model_config(cfg)  # model keys are checked too
+    for k, f in names.items(): check_field(cfg, f, origin.get(k, 'defaults'))
+    check_combinations(cfg, origin)
+    try: model_config(cfg)  # model keys are checked too
+    except ValueError as e: raise ValueError(f'{origin["model"]}: {e}') from None
     return cfg
+
+def check_combinations(cfg:TrainConfig, origin:dict # key → where it was set (a file or a flag)
+                      ):
+    "The rules that tie two or more fields together (each field's own rules are declared on it); errors name where the keys came from."
+    def at(*keys): return ' / '.join(dict.fromkeys(origin.get(k, 'defaults') for k in keys))
+    if cfg.zero_impl == 'mindspore' and cfg.device == 'CPU':
+        raise ValueError(f"{at('zero_impl', 'device')}: zero_impl mindspore: MindSpore's parallel optimizer only supports Ascend/GPU; use zero_impl: collectives on CPU")
+    if cfg.batch_size % cfg.accum_steps:
+        raise ValueError(f'{at("accum_steps", "batch_size")}: accum_steps {cfg.accum_steps} must be ≥ 1 and divide batch_size {cfg.batch_size}')
+    if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{at("precision", "device")}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
+    if not isinstance(cfg.sample_prompts, list) or not all(isinstance(p, str) and p for p in cfg.sample_prompts):
+        raise ValueError(f'{at("sample_prompts")}: sample_prompts must be a list of non-empty strings (or [] for no samples), got {cfg.sample_prompts!r}')
+    if cfg.min_lr > cfg.lr: raise ValueError(f'{at("min_lr", "lr")}: min_lr {cfg.min_lr} must not exceed lr {cfg.lr}')
+    if not cfg.profile_steps <= cfg.steps - 2:
+        raise ValueError(f'{at("profile_steps", "steps")}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
+    if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{at("nan_policy", "accum_steps")}: nan_policy skip with accum_steps > 1 is not supported; use stop')
+    if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{at("precision", "accum_steps")}: precision fp16 with accum_steps > 1 is not supported; use one of them')
+    if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{at("warmup_steps", "steps")}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
 
 def model_config(cfg:TrainConfig)->msm.LlamaConfig:
     "The LlamaConfig of a run: the init_from checkpoint's, or a preset with the YAML's model keys applied."
@@ -586,12 +689,18 @@ def params_digest(model:nn.Cell)->str:
     for p in model.get_parameters(): h.update(p.name.encode()); h.update(p.asnumpy().tobytes())
     return h.hexdigest()
 
-def evaluate(loss_cell:LossCell, windows, batch_size:int, max_batches:int)->float:
-    "Mean loss over the first max_batches × batch_size windows (a fixed set, so curves are comparable)."
-    n = min(len(windows) // batch_size, max_batches)
+def evaluate(loss_cell:LossCell, windows, batch_size:int, n_windows:int)->float:
+    """Mean loss over the first `n_windows` validation windows, `batch_size` at a time (the last batch may be smaller).
+    The set depends on neither the batch size nor the rank count, so validation losses compare across runs."""
+    n = min(len(windows), n_windows)
     if n == 0: return float('nan')
+    if all((windows[j][0][1:] == loss_cell.ignore_index).all() for j in range(n)):
+        raise DataError(f'every label of the {n} validation windows is {loss_cell.ignore_index} (masked): a validation loss of them means nothing')
     loss_cell.set_train(False)
-    tot = sum(float(loss_cell(Tensor(np.stack([windows[b * batch_size + j][0] for j in range(batch_size)]))).asnumpy()) for b in range(n))
+    tot = 0.0
+    for lo in range(0, n, batch_size):  # windows hold seq_len tokens each: a batch's mean weighs by its window count
+        hi = min(lo + batch_size, n)
+        tot += float(loss_cell(Tensor(np.stack([windows[j][0] for j in range(lo, hi)]))).asnumpy()) * (hi - lo)
     loss_cell.set_train(True)
     return tot / n
 
@@ -621,7 +730,51 @@ def _samples(model, cfg:TrainConfig, tokenizer:str|None)->list[str]:
     else: outs = msm.generate_window(model, ids, n, eos_token_id=eos)
     return [p + decode(o) for p, o in zip(cfg.sample_prompts, outs)]
 
-def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:bool=True)->dict:
+class DataError(RuntimeError):
+    "A batch the run cannot learn from (a runtime failure: exit 1)."
+
+def check_labels(x:np.ndarray, ignore_index:int, step:int, source:GlobalBatches, log:MetricsLog):
+    "Stop before a step whose every label is `ignore_index`: it would train on nothing and log a loss of 0."
+    if not (x[:, 1:] == ignore_index).all(): return
+    ids = source.ids(step - 1)[source.rank * source.B:(source.rank + 1) * source.B].tolist()
+    log('event', step, event='all labels masked: stopped', sample_ids=ids)
+    raise DataError(f'step {step}: every label of the batch is {ignore_index} (masked), windows {ids[:8]}'
+                    f'{" ..." if len(ids) > 8 else ""}: a step would train on nothing and log loss 0. Check the token folder '
+                    '(its dtype and pad id in meta.json) or the loss mask')
+
+class ResumeError(RuntimeError):
+    "--resume found checkpoints but none it can use (a runtime failure: exit 1)."
+
+def resume_from(ck:Checkpoints, log:MetricsLog, step_cell, model, hashed:dict, sharded:bool, rank:int, world:int, scaler,
+                allow_restart:bool=False)->int:
+    """Load the newest usable checkpoint into the step cell and return its step; the metrics logged after that step are
+    superseded (`MetricsLog.resume_at`). No checkpoint at all is a fresh start (0). Checkpoints that are all unusable
+    stop the run with each one's reason, unless `allow_restart`; one written with other numbers-changing settings is refused."""
+    found = ck.latest_good()
+    if found is None:
+        if ck.steps() and not allow_restart:
+            raise ResumeError(f'{ck.root}: no usable checkpoint ({"; ".join(ck.skipped)}); nothing was trained. '
+                              'Pass --allow_restart to train from step 0 anyway')
+        log.text(f'no {"usable " if ck.steps() else ""}checkpoint in {ck.root}: starting from step 0')
+        if ck.steps():  # --allow_restart: the old run's records and checkpoints are set aside, not mixed with the new run's
+            if rank == 0:
+                aside = ck.root.with_name('checkpoints.unusable'); aside.mkdir(exist_ok=True)
+                for s in ck.steps(): (ck.root/f'step_{s:08d}').rename(aside/f'step_{s:08d}')
+            log.resume_at(-1)
+            log('event', 0, event='restarted: no usable checkpoint', detail='; '.join(ck.skipped), set_aside=str(aside) if rank == 0 else '')
+        return 0
+    d, meta = found
+    why = resume_mismatch(meta['config'], hashed)
+    if why: raise ValueError(f'{d}: the checkpoint was written with another config ({why}); resume needs the same values')
+    from msllm_nb.zero import load_step_state
+    load_step_state(step_cell, model, d, int(sharded), rank, world, scaler, meta)
+    moved = log.resume_at(meta['step'])
+    log('event', meta['step'], event='resumed', checkpoint=d.name, superseded_records=moved)
+    return meta['step']
+
+def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:bool=True,
+          allow_restart:bool=False # with resume: start from step 0 when checkpoints exist but none is usable (else ResumeError)
+         )->dict:
     "Train (or resume) a run described by `cfg` on this rank; returns a summary (rank 0 writes the files)."
     info = check_config(cfg, world)
     out = Path(cfg.out_dir); out.mkdir(parents=True, exist_ok=True)
@@ -650,18 +803,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     if sharded and world > 1:
         from msllm_nb.zero import Barrier
         barrier = Barrier()
-    start = 0
-    if resume:
-        found = ck.latest_good()
-        if found is None: log.text(f'no usable checkpoint in {ck.root}: starting from step 0')
-        else:
-            d, meta = found
-            if meta['config_hash'] != chash:
-                diff = sorted(k for k in hashed if meta['config'].get(k) != hashed[k])
-                raise ValueError(f'{d}: the checkpoint was written with a different config ({diff}); resume needs the same values')
-            from msllm_nb.zero import load_step_state
-            load_step_state(step_cell, model, d, int(sharded), rank, world, scaler, meta); start = meta['step']
-            log('event', start, event='resumed', checkpoint=d.name)
+    start = resume_from(ck, log, step_cell, model, hashed, sharded, rank, world, scaler, allow_restart) if resume else 0
     train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction)
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
     fpt = flops_per_token(mc, cfg.seq_len)
@@ -671,6 +813,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
         if rank != 0 and not sharded: return
         t = _tensors(step_cell, model)
         meta = {'config_hash': chash, 'config': hashed, 'seed': cfg.seed, 'data_position': step, 'world': world, 'zero': int(sharded),
+                **weight_stats(t['model']),
                 'lr': lr_at(min(step, cfg.steps - 1), cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps)}
         if scaler is not None: meta.update(loss_scale=float(scaler.scale_value.asnumpy()), loss_scale_counter=int(scaler.counter.asnumpy()))
         extra = []
@@ -684,17 +827,19 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
             ck.save(step, t, meta, mc, extra)
             log('event', step, event='checkpoint', dir=f'step_{step:08d}')
 
-    if start == 0 and rank == 0: log('val', 0, loss=evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_batches))
+    if start == 0 and rank == 0: log('val', 0, loss=evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_windows))
     from tqdm.auto import tqdm
     bar = tqdm(total=cfg.steps, initial=start, desc='train', disable=rank != 0 or not cfg.progress or not (sys.stderr.isatty() or 'ipykernel' in sys.modules))
     tok_step, t_prev = cfg.batch_size * world * cfg.seq_len, time.perf_counter()
     stop = _Stop(); stop.install()
     rollbacks = {}  # checkpoint name → times rolled back to it (nan_policy: rollback)
+    history = []  # this process's step records, for first_abnormal_step
     prof, prof_at = None, (start + 2 if cfg.profile_steps and rank == 0 else -1)
     try:
         for step, x in step_batches(source, start, cfg.data_workers):
             if step == prof_at: prof = start_profiler(out/'profile')
             t_data = time.perf_counter()
+            check_labels(x, loss_cell.ignore_index, step + 1, source, log)
             res = step_cell(Tensor(x))
             loss, norm = float(res[0].asnumpy()), float(res[1].asnumpy())
             t_end = time.perf_counter()
@@ -721,8 +866,10 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                 else:
                     (out/'profile'/'top_ops.json').write_text(json.dumps(top, indent=1))
                     log('event', done, event='profiled', steps=f'{prof_at + 1}-{done}', top=', '.join(f"{o['op']} {o['share']:.0%}" for o in top['ops'][:4]))
+            history.append({'step': done, **{k: rec[k] for k in ('loss', 'grad_norm', 'loss_scale') if k in rec}})  # the same on every rank (all-reduced)
             if not (math.isfinite(loss) and (math.isfinite(norm) or scaler is not None)):  # fp16 overflow is the loss scaler's business
-                found = ck.latest_good() if cfg.nan_policy == 'rollback' else None
+                broke = first_abnormal_step(history, mc.vocab_size)  # it may have broken before the NaN: roll back to before that
+                found = healthy_checkpoint(ck, broke[0] if broke else done) if cfg.nan_policy == 'rollback' else None
                 if cfg.nan_policy == 'skip':
                     set_schedule_step(step_cell, done)  # the dropped step still advances the learning-rate schedule
                     log('event', done, event='non-finite: update skipped', loss=loss, grad_norm=norm)
@@ -735,7 +882,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                         batches_dropped=done - found[1]['step'])
                 else:
                     good = ck.steps()
-                    why = ('stopped (nan_policy: stop)' if cfg.nan_policy == 'stop' else 'no checkpoint to roll back to: stopped' if found is None
+                    why = ('stopped (nan_policy: stop)' if cfg.nan_policy == 'stop' else f'no healthy checkpoint before step {broke[0] if broke else done} to roll back to: stopped' if found is None
                            else f'rolled back to {found[0].name} 3 times already: stopped')
                     msg = (f'step {done}: loss {loss}, gradient norm {norm}: {why}; '
                            + (f'the last checkpoint is step {good[0]}' if good else 'no checkpoint was written yet')
@@ -744,7 +891,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                     bar.close(); log.close()
                     raise FloatingPointError(msg)
             if rank == 0 and (done % cfg.val_every == 0 or done == cfg.steps):
-                vl = evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_batches)
+                vl = evaluate(loss_cell, val_w, cfg.batch_size, cfg.val_windows)
                 log('val', done, loss=vl, ppl=math.exp(min(vl, 50)))
             if rank == 0 and cfg.sample_every and done % cfg.sample_every == 0:
                 for s in _samples(model, cfg, tmeta.get('tokenizer')): log('sample', done, text=s)
@@ -783,10 +930,11 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
          zero:Param('1: shard optimizer states over the ranks (ZeRO-1); 0: plain data parallel', int)=None,
          precision:Param('fp32, fp16 (dynamic loss scaling) or bf16 (GPU/Ascend)', str)=None,
          resume:Param('continue from the latest good checkpoint in out_dir', store_true)=False,
+         allow_restart:Param('with --resume: train from step 0 when checkpoints exist but none is usable', store_true)=False,
          check:Param('validate config and data, print the plan, and exit', store_true)=False):
     "Pretrain a LLaMA-family model with MindSpore: single process, msrun, or mpirun data parallel."
     try:
-        ov = list(set or []) + [f'{k}={v}' for k, v in (('device', device), ('out_dir', out_dir), ('zero', zero), ('precision', precision)) if v is not None]
+        ov = list(set or []) + [(f'{k}={v}', f'--{k} {v}') for k, v in (('device', device), ('out_dir', out_dir), ('zero', zero), ('precision', precision)) if v is not None]
         cfg = load_config(config, ov)
         rank, world = world_from_env()
         info = check_config(cfg, world)
@@ -798,9 +946,13 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
         return
     ms.set_device(cfg.device)
     rank, world, sched = init_distributed(cfg.sched_port)
-    try: train(cfg, resume, rank, world)
+    try: train(cfg, resume, rank, world, allow_restart=allow_restart)
     except ValueError as e:
+        if sched is not None: sched.kill()
         print(f'train_llm: {e}', file=sys.stderr); sys.exit(2)
+    except (ResumeError, DataError) as e:
+        if sched is not None: sched.kill()
+        print(f'train_llm: {e}', file=sys.stderr); sys.exit(1)
     except FloatingPointError as e:  # nan_policy: stop
         if sched is not None: sched.kill()
         print(f'train_llm: {e}', file=sys.stderr); sys.exit(3)

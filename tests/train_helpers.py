@@ -19,8 +19,19 @@ def run(cmd, timeout=600, extra_env=None, **kw):
 
 
 def train_records(out):
-    "step → (loss, sample ids) of the last record logged for each step (a resumed run re-logs the steps it redoes)."
-    return {r['step']: (r['loss'], r['sample_ids']) for r in tl.read_metrics(out, 'train')}
+    "step → (loss, sample ids) of each step's record; a step logged twice (a resume that did not supersede) fails."
+    recs = tl.read_metrics(out, 'train')
+    steps = [r['step'] for r in recs]
+    assert len(steps) == len(set(steps)), f'{out}/metrics.jsonl: steps logged twice: {sorted({s for s in steps if steps.count(s) > 1})}'
+    return {r['step']: (r['loss'], r['sample_ids']) for r in recs}
+
+
+def one_record_per_step(out):
+    "Every kind of record (train, val, sample) has at most one per step; the superseded ones were set aside."
+    for kind in ('train', 'val'):
+        steps = [r['step'] for r in tl.read_metrics(out, kind)]
+        assert len(steps) == len(set(steps)), (kind, steps)
+    return [l for l in (Path(out) / 'metrics.superseded.jsonl').read_text().splitlines()] if (Path(out) / 'metrics.superseded.jsonl').exists() else []
 
 
 def final_weights(out):
@@ -55,3 +66,6 @@ def check_dp(out, reference, world=2):
     ref, got = train_records(reference), train_records(out)
     assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)  # the same global batches
     assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
+    vref, vgot = ({v['step']: v['loss'] for v in tl.read_metrics(o, 'val')} for o in (reference, out))
+    assert vref.keys() == vgot.keys() and abs(vref[0] - vgot[0]) < 1e-5, (vref, vgot)  # the same validation windows, whatever the layout
+    assert max(abs(vref[s] - vgot[s]) for s in vref) < 1e-3
