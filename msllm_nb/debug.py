@@ -71,16 +71,19 @@ def check_divergence(train:list[dict], # `train` records
     broke = tl.first_abnormal_step(train, vocab_size)
     if broke is None: return []
     step, why = broke
-    nan = next((r['step'] for r in train if not math.isfinite(r['loss'])), None)
+    nan = next((r['step'] for r in train if not (math.isfinite(r['loss']) and math.isfinite(r.get('grad_norm', 0.0)))), None)
     ck = tl.Checkpoints(Path(run_dir)/'checkpoints') if run_dir else None
     good = tl.healthy_checkpoint(ck, step) if ck is not None and ck.root.exists() else None
     skipped = f" (passed over: {'; '.join(ck.skipped[:3])})" if ck is not None and getattr(ck, 'skipped', None) else ''
-    advice = (f'resume from {good[0].name}, the newest healthy checkpoint before step {step}{skipped}: delete the later checkpoint '
-              'folders, then train_llm --resume with a lower lr or a longer warmup' if good else
+    advice = (f'continue from {good[0].name}, the newest healthy checkpoint before step {step}{skipped}: start a new run from its weights '
+              f'with a lower lr or a longer warmup (train_llm --set init_from={good[0]}/model.ckpt lr=... out_dir=NEW); '
+              'a plain --resume with the same settings meets the same batches again' if good else
               f'no healthy checkpoint before step {step}{skipped}: start again with a lower lr or a longer warmup')
     before = [r['loss'] for r in train if r['step'] < step and math.isfinite(r['loss'])]
-    recovered = nan is None and bool(before) and math.isfinite(train[-1]['loss']) and train[-1]['loss'] <= 1.2 * float(np.median(before))
-    ev = f'training broke at step {step}: {why}' + (f'; the loss is NaN from step {nan}' if nan is not None and nan != step else '')
+    after = [r for r in train if r['step'] > step]  # recovered: nothing abnormal after the break (no NaN, no dead model), and a loss back down
+    recovered = (nan is None and bool(before) and bool(after) and tl.first_abnormal_step(after, vocab_size) is None
+                 and train[-1]['loss'] <= 1.2 * float(np.median(before)))
+    ev = f'training broke at step {step}: {why}' + (f'; NaN/Inf from step {nan}' if nan is not None and nan != step else '')
     if recovered: ev += f"; the loss recovered ({train[-1]['loss']:.4g} at step {train[-1]['step']})"
     return [Finding('loss_spike' if recovered else 'diverged', 'warning' if recovered else 'error', ev, advice, step)]
 

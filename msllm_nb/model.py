@@ -808,7 +808,7 @@ def build_hf_from_gguf(gguf:str|Path, # a .gguf file
     m = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
     cfg = m.config.to_dict(); cfg.pop('quantization_config', None)
     for k in ('_name_or_path', 'transformers_version', 'architectures', 'model_type', 'torch_dtype', 'dtype'): cfg.pop(k, None)
-    clean = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, dtype='float32'))
+    clean = type(m)(type(m.config)(**cfg, dtype='float32'))  # the same architecture (Llama, Qwen2, ...), built plainly
     missing, unexpected = clean.load_state_dict(m.state_dict(), strict=False)
     missing = [k for k in missing if not (k == 'lm_head.weight' and clean.config.tie_word_embeddings)]
     if missing or unexpected: raise RuntimeError(f'{gguf}: state dict does not fit: missing {missing}, unexpected {unexpected}')

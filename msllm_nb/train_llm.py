@@ -881,11 +881,13 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
                     log('event', done, event='non-finite: rolled back', checkpoint=found[0].name, loss=loss, grad_norm=norm,
                         batches_dropped=done - found[1]['step'])
                 else:
-                    good = ck.steps()
+                    at = broke[0] if broke else done
+                    good = healthy_checkpoint(ck, at)
                     why = ('stopped (nan_policy: stop)' if cfg.nan_policy == 'stop' else f'no healthy checkpoint before step {broke[0] if broke else done} to roll back to: stopped' if found is None
                            else f'rolled back to {found[0].name} 3 times already: stopped')
-                    msg = (f'step {done}: loss {loss}, gradient norm {norm}: {why}; '
-                           + (f'the last checkpoint is step {good[0]}' if good else 'no checkpoint was written yet')
+                    msg = (f'step {done}: loss {loss}, gradient norm {norm}: {why}'
+                           + (f'; training broke at step {at} ({broke[1]})' if at != done else '')
+                           + (f'; the newest healthy checkpoint is {good[0].name}' if good else f'; no healthy checkpoint before step {at}')
                            + '. Lower lr or lengthen warmup, keep grad_clip on, or set nan_policy: skip or rollback for rare bad batches')
                     log('event', done, event='non-finite: stopped', loss=loss, grad_norm=norm)
                     bar.close(); log.close()

@@ -85,9 +85,9 @@ def test_a_divergence_is_found_where_it_starts_and_doctor_advises_a_healthy_chec
     assert code == 1 and found[0]['code'] in ('non_finite_loss', 'diverged') and found[0]['step'] == broke[0], found
     ck = tl.Checkpoints(tmp_path / 'checkpoints')
     later = [f'step_{s:08d}' for s in ck.steps() if s >= broke[0]]
-    assert later and not any(f'resume from {d}' in found[0]['remedy'] for d in later), found[0]['remedy']  # a wrecked one is never advised
+    assert later and not any(f'continue from {d}' in found[0]['remedy'] for d in later), found[0]['remedy']  # a wrecked one is never advised
     good = tl.healthy_checkpoint(ck, broke[0])
-    assert (good is None and 'no healthy checkpoint' in found[0]['remedy']) or f'resume from {good[0].name}' in found[0]['remedy']
+    assert (good is None and 'no healthy checkpoint' in found[0]['remedy']) or f'continue from {good[0].name}' in found[0]['remedy']
 
 
 def test_a_single_batch_spike_is_a_warning_with_a_checkpoint_before_it(tmp_path):
@@ -104,7 +104,7 @@ def test_a_single_batch_spike_is_a_warning_with_a_checkpoint_before_it(tmp_path)
     code, out, _ = doctor(tmp_path, '--json_out')
     found = json.loads(out)
     assert code == 0 and [(f['code'], f['severity'], f['step']) for f in found] == [('loss_spike', 'warning', 25)], found
-    assert 'resume from step_00000020' in found[0]['remedy'] and 'step_00000030: written at or after step 25' in found[0]['remedy']
+    assert 'continue from step_00000020' in found[0]['remedy'] and 'step_00000030: written at or after step 25' in found[0]['remedy']
 
 
 @pytest.mark.cluster
