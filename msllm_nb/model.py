@@ -14,7 +14,7 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter, Tensor
 
 # %% auto #0
-__all__ = ['HF_ARCHS', 'PRESETS', 'GGUF_ARCHS', 'GGUF_FIXTURE_TYPES', 'LlamaConfig', 'from_hf_config', 'to_hf_config',
+__all__ = ['HF_ARCHS', 'PRESETS', 'GGUF_ARCHS', 'GGUF_PRE', 'GGUF_FIXTURE_TYPES', 'LlamaConfig', 'from_hf_config', 'to_hf_config',
            'param_shapes', 'param_count', 'RMSNorm', 'rope_tables', 'rotate_half', 'Embedding', 'Attention',
            'FeedForward', 'DecoderLayer', 'LlamaModel', 'LlamaForCausalLM', 'sample_next', 'generate',
            'generate_window', 'SafetensorsFile', 'hf_to_ms_name', 'ms_to_hf_name', 'hf_weight_files', 'open_weights',
@@ -909,15 +909,22 @@ def gguf_tensor_map(reader, cfg:LlamaConfig, src:str|Path='gguf')->dict:
     return got
 
 # %% ../nbs/04_convert.ipynb #2939b9a1
+# llama.cpp's `tokenizer.ggml.pre` names whose splitting we reproduce → whether digits are split one by one first (SmolLM's
+# tokenizer.json: Digits, then GPT-2's ByteLevel). Qwen2's and Llama 3's own regexes are not reproduced: no tokenizer is made.
+GGUF_PRE = {'default': False, 'gpt-2': False, 'smollm': True}
+
 def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf')->Path|None:
-    """Rebuild a byte-level BPE tokenizer (`tokenizer.ggml.model` gpt2) from the file's tokens and merges, as transformers'
-    GGUF loader does, into `out_dir` (tokenizer.json, tokenizer_config.json, config.json). None for other tokenizer models."""
+    """Rebuild a byte-level BPE tokenizer (`tokenizer.ggml.model` gpt2) from the file's tokens and merges into `out_dir`
+    (tokenizer.json, tokenizer_config.json, config.json). Only for the pre-tokenizers of GGUF_PRE, whose splitting rules
+    are GPT-2's (SmolLM2 adds single digits): None otherwise, so that no tokenizer that splits text differently is made."""
     from tokenizers import Tokenizer, AddedToken, decoders, models, pre_tokenizers, processors
-    if gguf_field(reader, 'tokenizer.ggml.model') != 'gpt2': return None
+    if gguf_field(reader, 'tokenizer.ggml.model') != 'gpt2' or gguf_field(reader, 'tokenizer.ggml.pre', 'default') not in GGUF_PRE: return None
     tokens, types = gguf_field(reader, 'tokenizer.ggml.tokens'), gguf_field(reader, 'tokenizer.ggml.token_type', [])
     merges = [tuple(m.split(' ', 1)) for m in gguf_field(reader, 'tokenizer.ggml.merges', [])]
     tk = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=bool(gguf_field(reader, 'tokenizer.ggml.add_space_prefix', False)))
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=bool(gguf_field(reader, 'tokenizer.ggml.add_space_prefix', False)))
+    digits = GGUF_PRE[gguf_field(reader, 'tokenizer.ggml.pre', 'default')]
+    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]) if digits else byte_level
     tk.decoder, tk.post_processor = decoders.ByteLevel(), processors.ByteLevel(trim_offsets=False)
     special = [t for t, ty in zip(tokens, types) if ty in (3, 4)]  # CONTROL and USER_DEFINED tokens are never split
     tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
@@ -949,7 +956,8 @@ def convert_gguf_to_ms(src:str|Path, # a .gguf file
     save_ms_weights(((n, gguf_tensor(got[n], cfg).astype(dtype, copy=False)) for n in shapes), dst, wcfg, shapes)
     tok = gguf_tokenizer(reader, dst.with_name(dst.stem + '_tokenizer'), cfg, src)
     return {'written': str(dst), 'tensors': len(shapes), 'types': dict(Counter(t.tensor_type.name for t in reader.tensors)),
-            'tokenizer': str(tok) if tok else f"not rebuilt: tokenizer.ggml.model {gguf_field(reader, 'tokenizer.ggml.model')!r} (only gpt2 byte-level BPE)",
+            'tokenizer': str(tok) if tok else (f"not rebuilt: tokenizer.ggml.model {gguf_field(reader, 'tokenizer.ggml.model')!r}, pre "
+                                               f"{gguf_field(reader, 'tokenizer.ggml.pre')!r} (rebuilt: gpt2 with pre {sorted(GGUF_PRE)}); use the model's own tokenizer files"),
             'config': dataclasses.asdict(wcfg)}
 
 # %% ../nbs/04_convert.ipynb #3ca3e25b
