@@ -4,15 +4,15 @@
 
 # %% ../nbs/02_bpe.ipynb #48a401d8
 from __future__ import annotations
-import hashlib, io, json, re, sys, unicodedata
+import hashlib, io, itertools, json, re, sys, unicodedata
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterator
 from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
-__all__ = ['SPECIALS', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces', 'train_bpe', 'coverage',
-           'export_hf_tokenizer', 'bpe_cli']
+__all__ = ['SPECIALS', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces', 'VocabTooSmall', 'train_bpe', 'coverage',
+           'export_hf_tokenizer', 'check_texts', 'bpe_cli']
 
 # %% ../nbs/02_bpe.ipynb #8410d7c7
 SPECIALS = dict(unk_id=0, bos_id=1, eos_id=2, pad_id=3)  # <unk> <s> </s> <pad>, the tutorial's ids
@@ -54,23 +54,48 @@ def spm_pieces(text:str, max_bytes:int, tally:Counter)->list[str]:
     return out
 
 # %% ../nbs/02_bpe.ipynb #7902a2df
+def _chars_needed(inputs:list, heldout_frac:float, coverages:tuple)->dict:
+    "How many distinct characters cover each fraction of the training documents' characters (SentencePiece's rule)."
+    cnt = Counter()
+    for text, dom, src in iter_clean_texts(inputs):
+        if not is_heldout(src, heldout_frac): cnt.update(text)
+    freq, tot = sorted(cnt.values(), reverse=True), sum(cnt.values())
+    cum = itertools.accumulate(freq)
+    out, i = {}, 0
+    for i, c in enumerate(cum, 1):
+        for cov in coverages:
+            if cov not in out and c / tot >= cov: out[cov] = i
+    return {cov: out.get(cov, i) for cov in coverages}
+
+class VocabTooSmall(ValueError): "--vocab_size / --character_coverage do not fit the corpus (a usage error: exit 2)."
+
+def _too_small(vocab_size:int, need:int, coverage:float, inputs:list, heldout_frac:float)->str:
+    "The error for a vocabulary too small for the corpus's characters, with a size and a coverage that work."
+    covs = (coverage, 0.999, 0.998, 0.995, 0.99)
+    n = _chars_needed(inputs, heldout_frac, covs)
+    alt = next(((c, need - n[coverage] + n[c]) for c in covs[1:] if c < coverage and need - n[coverage] + n[c] <= vocab_size), None)
+    tip = f', or keep it and lower --character_coverage to {alt[0]} (needs about {alt[1]})' if alt else ''
+    return (f'vocab_size {vocab_size} is too small for this corpus: at character_coverage {coverage} SentencePiece needs '
+            f'{need} pieces for the characters alone; use --vocab_size {-(-need // 64) * 64} or more{tip}')
+
 def train_bpe(inputs:list, # cleaned JSON-lines files or folders
               out_prefix:str|Path, # writes {out_prefix}.model, .vocab and .json (the report)
-              vocab_size:int=32768, # the tutorial's production default; the sample needs ≥ ~6.2k (its required characters)
+              vocab_size:int=32768, # the tutorial's production default; at least the pieces its characters need (the error says how many)
               character_coverage:float=0.9995,
               input_sentence_size:int=2_000_000, # sentences sampled for training (SentencePiece holds them in memory)
               max_sentence_length:int=16384, # bytes; longer documents are cut at newlines
               heldout_frac:float=0.05, # documents kept out of training for `coverage`
-              threads:int=2, seed:int=0)->dict:
+              threads:int=2, seed:int=0, progress:bool=True)->dict:
     "Train a SentencePiece BPE model with identity normalisation, byte fallback and split digits; return the report."
     import sentencepiece as spm
+    from tqdm.auto import tqdm
     from msllm_nb.clean import iter_files
     if not any(p.suffix == '.jsonl' for p in iter_files(inputs)):
         raise ValueError(f'no training documents: no .jsonl files (msllm-clean output) in {[str(i) for i in inputs]}')
     out_prefix = Path(out_prefix); out_prefix.parent.mkdir(parents=True, exist_ok=True)
     tally = Counter()
-    def sentences():
-        for text, dom, src in iter_clean_texts(inputs):
+    def sentences():  # the bar counts documents read; SentencePiece then learns its merges (a few seconds on the sample)
+        for text, dom, src in tqdm(iter_clean_texts(inputs), desc=f'BPE {vocab_size}: read', unit='doc', disable=not progress, leave=False):
             if is_heldout(src, heldout_frac): tally['heldout_documents'] += 1; continue
             tally['training_documents'] += 1
             for s in spm_pieces(text, max_sentence_length, tally):
@@ -88,7 +113,8 @@ def train_bpe(inputs:list, # cleaned JSON-lines files or folders
     except RuntimeError as e:
         msg = str(e)
         if 'Vocabulary size is smaller than required_chars' in msg:
-            raise ValueError(f'vocab_size {vocab_size} is too small for this corpus: {msg.split("]")[-1].strip()}') from None
+            need = int(re.search(r'(\d+) vs (\d+)', msg).group(2))
+            raise VocabTooSmall(_too_small(vocab_size, need, character_coverage, inputs, heldout_frac)) from None
         if 'sentences_.empty()' in msg: raise ValueError(f'no training documents in {[str(i) for i in inputs]} (all empty or held out)') from None
         raise
     if tally['training_documents'] == 0: raise ValueError(f'no training documents in {inputs}')
@@ -129,8 +155,15 @@ def export_hf_tokenizer(model:str, # SentencePiece .model
                                           unk_token='<unk>', bos_token='<s>', eos_token='</s>', pad_token='<pad>', from_slow=True)
     tok.save_pretrained(out_dir)
     back = transformers.AutoTokenizer.from_pretrained(out_dir)
-    bad = [t for t in check_texts if back.encode(t) != sp.encode(t) or back.decode(back.encode(t)) != t]
-    return {'out_dir': out_dir, 'class': type(back).__name__, 'vocab_size': len(back), 'mismatches': bad}
+    bad = [t[:200] for t in check_texts if back.encode(t) != sp.encode(t) or back.decode(back.encode(t)) != t]
+    return {'out_dir': out_dir, 'class': type(back).__name__, 'vocab_size': len(back), 'checked': len(check_texts),
+            'mismatches': len(bad), 'mismatch_examples': bad[:3]}
+
+def check_texts(inputs:list, heldout_frac:float=0.05, n:int=200)->tuple[list[str], str]:
+    "Up to n documents to check an exported tokenizer on: held-out ones, else (a corpus too small to hold any out) training ones."
+    held = [t for t, _, s in itertools.islice(((t, d, s) for t, d, s in iter_clean_texts(inputs) if is_heldout(s, heldout_frac)), n)]
+    if held: return held, 'held-out documents'
+    return [t for t, _, _ in itertools.islice(iter_clean_texts(inputs), n)], 'training documents (none is held out)'
 
 # %% ../nbs/02_bpe.ipynb #b3ee81c1
 @call_parse
@@ -144,11 +177,15 @@ def bpe_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean outpu
     try:
         rep = train_bpe(inputs, out, vocab_size, character_coverage, input_sentence_size)
         rep['coverage'] = coverage(rep['model'], inputs)
-    except (ValueError, FileNotFoundError) as e:
-        print(f'msllm-bpe: {e}', file=sys.stderr); sys.exit(1)
+    except (VocabTooSmall, FileNotFoundError) as e: print(f'msllm-bpe: {e}', file=sys.stderr); sys.exit(2)  # the flags or paths given
+    except ValueError as e: print(f'msllm-bpe: {e}', file=sys.stderr); sys.exit(1)  # the data
     if hf:
         from msllm_nb.env import run_reference
         import msllm_nb.bpe as this
-        rep['hf'] = run_reference(this.export_hf_tokenizer, rep['model'], str(out) + '_hf')
+        texts, what = check_texts(inputs)
+        rep['hf'] = {**run_reference(this.export_hf_tokenizer, rep['model'], str(out) + '_hf', texts), 'checked_on': what}
+        if rep['hf']['mismatches']:
+            print(f"msllm-bpe: the exported tokenizer differs from SentencePiece on {rep['hf']['mismatches']} of {len(texts)} {what}", file=sys.stderr)
+            Path(out).with_suffix('.json').write_text(json.dumps(rep, indent=1)); sys.exit(1)
     Path(out).with_suffix('.json').write_text(json.dumps(rep, indent=1))
     print(json.dumps(rep, indent=1))

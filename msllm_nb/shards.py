@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')  # local files only: nothing is fetched from a hub
-import functools, itertools, json, math, multiprocessing as mp, random, re, sys
+import contextlib, functools, itertools, json, math, multiprocessing as mp, random, re, shutil, sys
 from collections import Counter
 from pathlib import Path
 import numpy as np
@@ -99,19 +99,24 @@ def _tokenize_shard(args):
 def tokenize_shards(text_shards:list, # JSON-lines shards from `shuffle_and_shard`
                     model:str|Path, # SentencePiece .model
                     out_dir:str|Path, # writes tokens-00000.bin/.idx.npz and meta.json
-                    workers:int=2, batch_size:int=1000)->dict:
+                    workers:int=2, batch_size:int=1000, progress:bool=True)->dict:
     "Tokenize shards in parallel processes (deterministic output names), and write meta.json."
     import sentencepiece as spm
+    from tqdm.auto import tqdm
     import msllm_nb.shards as this  # module-level worker: spawned processes import it by name
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(str(s), str(model), str(out_dir/f'tokens-{i:05d}'), batch_size) for i, s in enumerate(text_shards)]
-    if workers > 1:
-        with mp.get_context('spawn').Pool(workers) as pool: res = pool.map(this._tokenize_shard, jobs)
-    else: res = [this._tokenize_shard(j) for j in jobs]
+    bar = tqdm(total=len(jobs), desc=f'tokenize shards ({workers} processes)', unit='shard', disable=not progress)
+    res = []
+    with (mp.get_context('spawn').Pool(workers) if workers > 1 else contextlib.nullcontext()) as pool:
+        for r in (pool.imap(this._tokenize_shard, jobs) if pool else map(this._tokenize_shard, jobs)): res.append(r); bar.update()
+    bar.close()
     sp = spm.SentencePieceProcessor(model_file=str(model))
+    shutil.copyfile(model, out_dir/'tokenizer.model')  # the folder carries its tokenizer: copy it to a cluster and it is whole
+    for r in res: r['shard'] = os.path.relpath(r['shard'], out_dir)  # paths relative to the folder: the bytes do not depend on where it is
     meta = {'shards': [Path(j[2]).name for j in jobs], 'docs': sum(r['docs'] for r in res), 'tokens': sum(r['tokens'] for r in res),
             'dtype': res[0]['dtype'] if res else 'uint16', 'vocab_size': sp.get_piece_size(), 'eos_id': sp.eos_id(),
-            'pad_id': sp.pad_id(), 'tokenizer': str(model), 'per_shard': res}
+            'pad_id': sp.pad_id(), 'tokenizer': 'tokenizer.model', 'per_shard': res}
     (out_dir/'meta.json').write_text(json.dumps(meta, indent=1))
     return meta
 
@@ -122,6 +127,7 @@ class TokenStore:
         self.dir = Path(token_dir)
         if not (self.dir/'meta.json').exists(): raise FileNotFoundError(f'{self.dir/"meta.json"}: not a token folder (run msllm-shard)')
         self.meta = json.loads((self.dir/'meta.json').read_text())
+        if self.meta.get('tokenizer'): self.meta['tokenizer'] = str(self.dir/self.meta['tokenizer'])  # stored relative to the folder
         self.arrays, spans, groups, self.group_names = [], [], [], []
         for si, name in enumerate(self.meta['shards']):
             a = np.memmap(self.dir/f'{name}.bin', dtype=self.meta['dtype'], mode='r') if (self.dir/f'{name}.bin').stat().st_size else np.zeros(0, self.meta['dtype'])
@@ -273,9 +279,10 @@ def shard_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean out
               workers:Param('tokenizer processes', int)=2,
               seed:Param('shuffle seed', int)=0):
     "Shuffle and shard cleaned text, then tokenize the shards into memory-mapped token arrays."
+    if not tokenizer or not Path(tokenizer).exists():  # a usage error: exit 2
+        print('msllm-shard: ' + (f'--tokenizer {tokenizer}: no such tokenizer model' if tokenizer else
+                                 '--tokenizer is required (a SentencePiece .model from msllm-bpe)'), file=sys.stderr); sys.exit(2)
     try:
-        if not tokenizer: raise ValueError('--tokenizer is required (a SentencePiece .model from msllm-bpe)')
-        if not Path(tokenizer).exists(): raise FileNotFoundError(f'{tokenizer}: no such tokenizer model')
         shards = shuffle_and_shard(inputs, Path(out)/'text', int(shard_mb * 2**20), seed=seed)
         meta = tokenize_shards(shards, tokenizer, Path(out)/'tokens', workers)
     except (FileNotFoundError, ValueError) as e:

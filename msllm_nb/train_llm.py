@@ -60,7 +60,7 @@ def sample_tokens(cache:str|Path|None=None, # folder for the built data (default
     h = hashlib.sha256()
     for p in sorted(Path(SAMPLE_DIR).rglob('*')):
         if p.is_file(): h.update(p.relative_to(SAMPLE_DIR).as_posix().encode()); h.update(p.read_bytes())
-    h.update(f'v2 {vocab_size}'.encode())  # v2: the cleaned text is kept
+    h.update(f'v3 {vocab_size}'.encode())  # v3: the cleaner of chapter 01 changed what it keeps
     root = Path(cache or os.environ.get('MSLLM_CACHE', Path.home()/'.cache'/'msllm_nb'))/f'sample_tokens-{h.hexdigest()[:12]}'
     if (root/'tokens'/'meta.json').exists(): return root/'tokens'
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -68,9 +68,7 @@ def sample_tokens(cache:str|Path|None=None, # folder for the built data (default
     clean_corpus([SAMPLE_DIR], tmp/'clean', workers=2, progress=False)
     tok = train_bpe([tmp/'clean'], tmp/'tok'/'bpe', vocab_size=vocab_size)['model']
     shards = mss.shuffle_and_shard([tmp/'clean'], tmp/'text', shard_bytes=1 << 20, seed=0)
-    meta = mss.tokenize_shards(shards, tok, tmp/'tokens', workers=2)
-    meta['tokenizer'] = str(root/'tok'/'bpe.model')  # where it will be after the rename
-    (tmp/'tokens'/'meta.json').write_text(json.dumps(meta, indent=1))
+    mss.tokenize_shards(shards, tok, tmp/'tokens', workers=2)  # (the folder holds a copy of its tokenizer)
     shutil.rmtree(tmp/'text')  # the cleaned text stays: chapter 06 reuses its English documents
     try: os.rename(tmp, root)
     except OSError: shutil.rmtree(tmp)  # another process built it first

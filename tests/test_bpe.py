@@ -23,6 +23,20 @@ def test_cli_trains_reports_coverage_and_exports_hf(cleaned, tmp_path):
     assert set(rep['coverage']) >= {'zh', 'en', 'code', 'web'}
     assert all(v['unk_rate'] == 0 and v['tokens'] > 0 for v in rep['coverage'].values())
     assert rep['hf']['class'] == 'LlamaTokenizerFast' and (tmp_path / 'tok_hf' / 'tokenizer.json').exists()
+    assert rep['hf']['checked'] == 200 and rep['hf']['mismatches'] == 0 and rep['hf']['checked_on'] == 'held-out documents'
+
+
+def test_hf_export_check_compares_text(cleaned, tmp_path):
+    "The check is real: a tokenizer that splits differently (here, with a dummy prefix) is caught on the same documents."
+    import sentencepiece as spm
+    from msllm_nb.env import run_reference
+    texts, what = B.check_texts([cleaned], n=20)
+    assert len(texts) == 20 and what == 'held-out documents' and all(texts)
+    (tmp_path / 'c.txt').write_text('\n'.join(texts), encoding='utf-8')
+    spm.SentencePieceTrainer.train(input=str(tmp_path / 'c.txt'), model_prefix=str(tmp_path / 'other'), vocab_size=800, minloglevel=2,
+                                   model_type='bpe', byte_fallback=True, character_coverage=0.98)
+    rep = run_reference(B.export_hf_tokenizer, str(tmp_path / 'other.model'), str(tmp_path / 'other_hf'), texts)
+    assert rep['checked'] == 20 and rep['mismatches'] > 0 and rep['mismatch_examples']
 
 
 def test_same_corpus_same_model(cleaned, tmp_path):
@@ -43,7 +57,7 @@ def test_round_trip_on_unseen_text(cleaned, tmp_path):
 
 def test_errors_are_clear(cleaned, tmp_path):
     r = subprocess.run([BIN / 'msllm-bpe', cleaned, '--out', tmp_path / 't', '--vocab_size', '500'], capture_output=True, text=True)
-    assert r.returncode == 1 and 'vocab_size 500 is too small for this corpus' in r.stderr
+    assert r.returncode == 2 and "vocab_size 500 is too small for this corpus" in r.stderr and "--vocab_size" in r.stderr
     (tmp_path / 'bad').mkdir(); (tmp_path / 'bad' / 'x.jsonl').write_text('{"text": "ok"}\nnot json\n')
     r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'bad', '--out', tmp_path / 't'], capture_output=True, text=True)
     assert r.returncode == 1 and 'x.jsonl:2: not a JSON line' in r.stderr

@@ -70,7 +70,7 @@ def test_mixed_batches_are_a_pure_function_of_the_step(prepared):
 def test_errors_are_clear(prepared, tmp_path):
     d, tok = prepared
     r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tmp_path / 'nope.model', '--out', tmp_path / 'o'], capture_output=True, text=True)
-    assert r.returncode == 1 and 'nope.model: no such tokenizer model' in r.stderr
+    assert r.returncode == 2 and 'nope.model: no such tokenizer model' in r.stderr
     # a tokenizer trained elsewhere without </s>: every document ends with it here, so it is refused by name
     import sentencepiece as spm
     text = tmp_path / 'train.txt'; text.write_text('\n'.join(f'line {i} of some text, 文本 {i}' for i in range(300)), encoding='utf-8')
@@ -87,3 +87,17 @@ def test_errors_are_clear(prepared, tmp_path):
         S.TokenStore(cut)
     with pytest.raises(FileNotFoundError, match='not a token folder'):
         S.TokenStore(tmp_path)
+
+
+def test_same_input_same_bytes_in_any_folder(prepared, tmp_path):
+    "meta.json holds paths relative to its folder, and the folder carries its tokenizer: two folders, identical bytes."
+    d, tok = prepared
+    outs = []
+    for where in (tmp_path / 'a', tmp_path / 'deeper' / 'b'):
+        r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tok, '--out', where, '--shard_mb', '0.5'], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append({p.relative_to(where): p.read_bytes() for p in sorted(where.rglob('*')) if p.is_file()})
+    assert outs[0].keys() == outs[1].keys() and all(outs[0][k] == outs[1][k] for k in outs[0])
+    meta = json.loads(outs[0][Path('tokens/meta.json')])
+    assert meta['tokenizer'] == 'tokenizer.model' and str(tmp_path) not in json.dumps(meta)
+    assert S.TokenStore(tmp_path / 'a' / 'tokens').meta['tokenizer'] == str(tmp_path / 'a' / 'tokens' / 'tokenizer.model')
