@@ -16,17 +16,17 @@ import numba, numpy as np
 SAMPLE_DIR = Path(__file__).parent/'data'/'sample' if '__file__' in globals() else None
 
 # %% auto #0
-__all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'TROFF_EXT', 'DATASET_PREFIX', 'RECORD_SEPARATORS',
-           'SYMBOL', 'CJK', 'LATIN', 'SPACE', 'HAN', 'INVISIBLE', 'FULLWIDTH', 'MARK', 'NEEDS_INVISIBLE',
-           'NEEDS_SURROGATE', 'NEEDS_FULLWIDTH', 'NEEDS_ZH_PUNCT', 'NEEDS_ASCII_PUNCT', 'NEEDS_SPACES',
-           'NEEDS_NL_SPACE', 'NEEDS_BLANK_LINES', 'HTML_TAGS', 'READ_REASONS', 'Tally', 'Encoding', 'decode_line',
-           'read_raw_lines', 'read_lines', 'Doc', 'guess_domain', 'strip_markup', 'mail_text', 'troff_text', 'is_troff',
-           'iter_files', 'RawJSON', 'record_separator', 'read_documents', 'parse_dataset_spec', 'read_dataset',
-           'char_classes', 'codepoints', 'normalize_scan', 'normalize_text', 'tutorial_clean_text', 'CleanConfig',
-           'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script',
-           'strip_remnants', 'clean_document', 'Signature', 'minhash_many', 'minhash', 'lsh_bands', 'band_keys_many',
-           'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_line', 'start_method', 'ordered_bounded_map',
-           'clean_corpus', 'clean_cli']
+__all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'PRE_OPEN', 'PRE_CLOSE', 'TROFF_EXT', 'DATASET_PREFIX',
+           'RECORD_SEPARATORS', 'SYMBOL', 'CJK', 'LATIN', 'SPACE', 'HAN', 'INVISIBLE', 'FULLWIDTH', 'MARK',
+           'NEEDS_INVISIBLE', 'NEEDS_SURROGATE', 'NEEDS_FULLWIDTH', 'NEEDS_ZH_PUNCT', 'NEEDS_ASCII_PUNCT',
+           'NEEDS_SPACES', 'NEEDS_NL_SPACE', 'NEEDS_BLANK_LINES', 'HTML_TAGS', 'READ_REASONS', 'Tally', 'Encoding',
+           'decode_line', 'read_raw_lines', 'read_lines', 'Doc', 'guess_domain', 'strip_markup', 'mail_text',
+           'troff_text', 'is_troff', 'iter_files', 'RawJSON', 'record_separator', 'read_documents',
+           'parse_dataset_spec', 'read_dataset', 'char_classes', 'codepoints', 'normalize_scan', 'normalize_text',
+           'tutorial_clean_text', 'CleanConfig', 'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols',
+           'rule_repetition', 'rule_script', 'strip_remnants', 'clean_document', 'Signature', 'minhash_many', 'minhash',
+           'lsh_bands', 'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_line', 'start_method',
+           'ordered_bounded_map', 'clean_corpus', 'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -169,16 +169,21 @@ class _TextOfHTML(HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag in ('script', 'style', 'noscript', 'head'): self.skip += 1
         elif tag in self.BLOCK: self.out.append('\n')
-        if tag == 'pre': self.pre += 1
+        if tag == 'pre':
+            if not self.pre: self.out.append(PRE_OPEN)
+            self.pre += 1
     def handle_endtag(self, tag):
+        if tag == 'pre' and self.pre:
+            self.pre -= 1
+            if not self.pre: self.out.append(PRE_CLOSE)
         if tag in ('script', 'style', 'noscript', 'head'): self.skip = max(0, self.skip - 1)
         elif tag in self.BLOCK: self.out.append('\n')
-        if tag == 'pre': self.pre = max(0, self.pre - 1)
     def handle_data(self, d):
         if self.skip: return
-        d = d.replace(_WRAP, '')
+        d = d.replace(_WRAP, '').replace(PRE_OPEN, '').replace(PRE_CLOSE, '')
         self.out.append(d if self.pre else re.sub(r'[ \t]*\n\s*', _WRAP, d))
 
+PRE_OPEN, PRE_CLOSE = '\ue000', '\ue001'  # around a <pre> block in `strip_markup`'s text: code, cleaned as code (private-use characters)
 _WRAP = '\x00'  # a source line break inside a block (no NUL survives the binary-file check and the invisible-character rule)
 _CJK_TEXT = re.compile(r'[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]')
 
@@ -192,10 +197,12 @@ def _unwrap(s:str)->str:
         out.append(p); last = p[-1:] or last
     return ''.join(out)
 
-def strip_markup(s:str)->str:
+def strip_markup(s:str, mark_pre:bool=False # keep `<pre>` blocks between PRE_OPEN and PRE_CLOSE
+                )->str:
     "Text of an HTML fragment or page (tags removed, entities decoded, block structure kept as newlines, wrapped lines joined)."
     p = _TextOfHTML(); p.feed(s); p.close()
-    return html.unescape(_unwrap(''.join(p.out)))
+    t = _unwrap(''.join(p.out))
+    return t if mark_pre else t.replace(PRE_OPEN, '').replace(PRE_CLOSE, '')
 
 def mail_text(raw:bytes, tally:Tally|None=None)->str:
     "Readable text of a raw e-mail: subject plus text/plain parts (or text/html parts, stripped), decoded per their charset."
@@ -457,7 +464,7 @@ def _whole_file_doc(path, tally, ext, dom, head, max_bytes):
     if ext in MAIL_EXT: yield Doc(mail_text(raw, tally), str(path), dom); return
     enc = Encoding()
     text = '\n'.join(decode_line(l, tally, enc, f'{path}:{i}') for i, l in enumerate(re.split(rb'\r\n|\r|\n', raw), 1))
-    if ext in MARKUP_EXT: text = strip_markup(text)
+    if ext in MARKUP_EXT: text = strip_markup(text, mark_pre=True)  # its <pre> blocks are cleaned as code
     elif ext not in CODE_EXT:  # a man page
         try: text = troff_text(text, tally, str(path))
         except ValueError as e: tally.reject('troff_mdoc', str(e)); return
@@ -890,24 +897,37 @@ def _maybe_boilerplate(s, pre):
 def clean_document(doc:Doc, c:CleanConfig, tally:Tally)->str|None:
     "The cleaned text of `doc`, or None if a rule drops it (the reason goes into `tally`, and so do the edits of a kept one)."
     text, ed, ex = doc.text, Counter(), {}
+    # The text of an HTML page (`strip_markup`): what is left of '<' and '&' is text, its <pre> blocks are code
+    converted = PRE_OPEN in text or doc.source.lower().removesuffix('.gz').endswith(tuple(MARKUP_EXT))
     if doc.domain != 'code' and c.markup_remnants and '<' in text[:200] and _HTML_DOC.match(text):  # a whole HTML page
-        text = strip_markup(text); ed['html_documents_converted'] += 1
+        text = strip_markup(text, mark_pre=True); ed['html_documents_converted'] += 1; converted = True
     replaced = text.count('\ufffd')  # damage from before us: normalisation removes them, the garbled rule still counts them
-    s = normalize_text(text, doc.domain, c.t2s, ed)
-    if doc.domain != 'code':
-        bp, bp_pre = _line_rules(tuple(c.boilerplate))
-        if bp and _maybe_boilerplate(s, bp_pre):
-            keep = []
-            for l in s.split('\n'):
-                if l and bp.search(l): tally.drop_lines('boilerplate', 1, f'{doc.source}: {l}')
-                else: keep.append(l)
-            s = re.sub(r'\n{3,}', '\n\n', '\n'.join(keep)).strip()
-        if c.markup_remnants and ('<' in s or '&' in s):
-            s, ed['html_tags_removed'], ed['html_entities_decoded'], e = strip_remnants(s)
-            ex['html_tags_removed' if ed['html_tags_removed'] else 'html_entities_decoded'] = f'{doc.source}: {e}'
+    if converted:  # prose cleaned as prose, its <pre> blocks as code
+        parts = re.split(f'{PRE_OPEN}(.*?){PRE_CLOSE}', text, flags=re.S)
+        parts = [normalize_text(p, 'code', False, ed) if i % 2 else _clean_prose(p, doc, c, tally, ed, ex, remnants=False)
+                 for i, p in enumerate(parts)]
+        s = '\n\n'.join(p for p in parts if p)
+    elif doc.domain == 'code': s = normalize_text(text, 'code', c.t2s, ed)
+    else: s = _clean_prose(text, doc, c, tally, ed, ex, remnants=c.markup_remnants)
     reason = _first_rule(s, doc.domain, c, replaced)
     if reason: tally.drop_doc(reason, f'{doc.source}: {s[:100]!r}'); return None
     for k, v in ed.items(): tally.edit(k, v, ex.get(k, doc.source))
+    return s
+
+def _clean_prose(text, doc, c, tally, ed, ex, remnants=True):
+    "Normalised prose, boilerplate lines dropped (counted), HTML remnants stripped (`remnants`; edits counted)."
+    s = normalize_text(text, doc.domain, c.t2s, ed)
+    bp, bp_pre = _line_rules(tuple(c.boilerplate))
+    if bp and _maybe_boilerplate(s, bp_pre):
+        keep = []
+        for l in s.split('\n'):
+            if l and bp.search(l): tally.drop_lines('boilerplate', 1, f'{doc.source}: {l}')
+            else: keep.append(l)
+        s = re.sub(r'\n{3,}', '\n\n', '\n'.join(keep)).strip()
+    if remnants and ('<' in s or '&' in s):
+        s, n_tags, n_ent, e = strip_remnants(s)
+        ed['html_tags_removed'] += n_tags; ed['html_entities_decoded'] += n_ent
+        if n_tags or n_ent: ex['html_tags_removed' if n_tags else 'html_entities_decoded'] = f'{doc.source}: {e}'
     return s
 
 def _first_rule(s, domain, c, replaced=0):

@@ -296,3 +296,13 @@ def test_counts_add_up_and_an_empty_input_is_an_error(tmp_path):
     r = run_clean(d, '--out', tmp_path / 'o', '--json_out')
     rep = json.loads(r.stdout)
     assert rep['docs_in'] == 7 and rep['docs_out'] == 2 and rep['docs_in'] == rep['docs_out'] + sum(rep['dropped_docs'].values())
+
+
+def test_code_blocks_of_an_html_manual_keep_their_indentation(tmp_path):
+    (tmp_path / 'guide.html').write_text('<html><body><h1>Guide</h1><p>Loops   look\nlike this in the language:</p>'
+                                         '<pre>for i in range(3):\n    if i &gt; 0:\n        print(i,  "cookie")\n</pre>'
+                                         '<p>The entity &amp;lt; is written as text here.</p></body></html>')
+    C.clean_corpus([tmp_path], tmp_path / 'o', workers=1, progress=False)
+    assert _kept(tmp_path / 'o')[0]['text'] == ('Guide\n\nLoops look like this in the language:\n\n'
+                                                'for i in range(3):\n    if i > 0:\n        print(i,  "cookie")\n\n'
+                                                'The entity &lt; is written as text here.')  # no boilerplate rule inside code
