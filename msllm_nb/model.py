@@ -1019,8 +1019,8 @@ def convert_cli(src:Param('HF model directory, weights file, .gguf file, or Mind
             print(f'wrote {convert_ms_to_hf(src, dst)}/model.safetensors and config.json')
             return
         rep = convert_gguf_to_ms(src, dst, dtype) if gguf_in else convert_hf_to_ms(src, dst, force=force, dtype=dtype)
-    except (ValueError, FileNotFoundError) as e:
-        print(f'msllm-convert: {e}', file=sys.stderr); sys.exit(1)
+    except FileNotFoundError as e: print(f'msllm-convert: {e}', file=sys.stderr); sys.exit(2)  # a path given that is not there
+    except ValueError as e: print(f'msllm-convert: {e}', file=sys.stderr); sys.exit(1)  # what is there cannot be converted
     print(json.dumps({k: v for k, v in rep.items() if k != 'config'}, indent=1))
     if force and (rep['missing'] or rep['unexpected'] or rep['mismatched']):
         print('msllm-convert: written with --force; the tensors above were left out', file=sys.stderr)

@@ -143,7 +143,8 @@ def parity_cli(hf_dir:Param('Hugging Face model directory (the reference)', str)
                json_out:Param('write the full report as JSON to this file', str)=None):
     "Check that a converted MindSpore model matches its Hugging Face original; exit 1 if not."
     try: r = check_parity(hf_dir, ckpt, n_gen=n_gen)
-    except (ValueError, FileNotFoundError, RuntimeError, TimeoutError) as e:  # RuntimeError: the reference process failed
+    except FileNotFoundError as e: print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(2)  # a path given that is not there
+    except (ValueError, RuntimeError, TimeoutError) as e:  # RuntimeError: the reference process failed
         print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(1)
     print(format_parity(r))
     if json_out: Path(json_out).write_text(json.dumps(r, indent=1))

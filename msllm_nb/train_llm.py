@@ -953,9 +953,9 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
     except (ResumeError, DataError) as e:
         if sched is not None: sched.kill()
         print(f'train_llm: {e}', file=sys.stderr); sys.exit(1)
-    except FloatingPointError as e:  # nan_policy: stop
+    except FloatingPointError as e:  # nan_policy: stop (a runtime failure, like the two above)
         if sched is not None: sched.kill()
-        print(f'train_llm: {e}', file=sys.stderr); sys.exit(3)
+        print(f'train_llm: {e}', file=sys.stderr); sys.exit(1)
     except BaseException:
         if sched is not None: sched.kill()  # the scheduler would wait for this rank forever
         raise

@@ -94,7 +94,7 @@ def test_cli_errors_name_file_and_key(fx, tmp_path):
     r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
     assert r.returncode == 1 and "config.json: unknown architecture ['GPTNeoXForCausalLM']" in r.stderr
     r = cli(BIN / 'msllm-convert', tmp_path / 'nowhere', tmp_path / 'x.ckpt')
-    assert r.returncode == 1 and 'nowhere/config.json: missing' in r.stderr
+    assert r.returncode == 2 and 'nowhere/config.json: missing' in r.stderr
     assert not (tmp_path / 'x.ckpt').exists()
     r = cli(BIN / 'msllm-convert', fx['qwen2'], tmp_path / 'b.ckpt', '--dtype', 'bfloat16')  # refused up front, exit 2
     assert r.returncode == 2 and r.stderr.strip() == 'msllm-convert: --dtype bfloat16: choose float32 or float16 (bf16 sources are widened to float32 exactly)'

@@ -42,7 +42,7 @@ def test_the_readmes_tiny_run_with_samples_comes_out_clean(tokens, tmp_path):
 
 def test_lr_typo_stops_the_run_and_is_found(tokens, tmp_path):
     r = run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=1e6', 'min_lr=1e6', 'grad_clip=0')])
-    assert r.returncode == 3 and 'gradient norm nan: stopped (nan_policy: stop)' in r.stderr, r.stderr[-2000:]  # nan_policy: stop
+    assert r.returncode == 1 and 'gradient norm nan: stopped (nan_policy: stop)' in r.stderr, r.stderr[-2000:]  # nan_policy: stop
     assert not list(tmp_path.glob('checkpoints/step_*'))  # nothing non-finite was saved
     code, out, _ = doctor(tmp_path, '--json_out')
     found = json.loads(out)
@@ -195,7 +195,7 @@ def test_rollback_reloads_the_last_checkpoint_and_resumes_exactly(tokens, tmp_pa
     wa, wb = (load_ms_weights(tmp_path / x / 'checkpoints' / 'step_00000008' / 'model.ckpt') for x in 'ab')
     assert all((wa[k] == wb[k]).all() for k in wa)  # bitwise
     r = go(tmp_path / 'c', 1, 0)  # nothing saved yet: nothing to roll back to
-    assert r.returncode == 3 and 'no healthy checkpoint before step 1 to roll back to: stopped' in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 1 and 'no healthy checkpoint before step 1 to roll back to: stopped' in r.stderr, r.stderr[-2000:]
 
 
 def test_profile_steps_writes_top_operators_and_survives_a_missing_table(tokens, tmp_path):
