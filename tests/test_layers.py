@@ -1,0 +1,62 @@
+"""The package's import graph, function-level imports included, follows the chapters' layers: nothing imports upward.
+
+Layers, lowest first: env (00) < clean (01) < bpe (02) < shards (03) < model (04) < parity (05) < train_llm (06) <
+zero (07) < debug (08). A module may import only modules of its own or a lower layer. KNOWN_UPWARD lists the
+upward imports that exist today, each with the issue that removes it: the test fails on any other, and on a listed
+one that has gone (so that the list cannot go stale).
+"""
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / 'msllm_nb'
+LAYERS = ['env', 'clean', 'bpe', 'shards', 'model', 'parity', 'train_llm', 'zero', 'debug']
+KNOWN_UPWARD = {('train_llm', 'zero'): 'issue 19: train_llm imports build_step, Barrier and load_step_state from zero inside functions'}
+
+
+def imports_of(path):
+    "The msllm_nb modules a file imports, at module level or inside functions: {module: first line}."
+    out = {}
+    for n in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(n, ast.Import): names = [a.name.split('.')[1] for a in n.names if a.name.startswith('msllm_nb.')]
+        elif isinstance(n, ast.ImportFrom):
+            if n.level: names = [n.module.split('.')[0]] if n.module else [a.name for a in n.names]
+            elif n.module == 'msllm_nb': names = [a.name for a in n.names]
+            elif n.module and n.module.startswith('msllm_nb.'): names = [n.module.split('.')[1]]
+        for m in names: out.setdefault(m, n.lineno)
+    return out
+
+
+def graph():
+    return {p.stem: imports_of(p) for p in sorted(PKG.glob('*.py')) if not p.stem.startswith('_')}
+
+
+def test_every_module_has_a_layer():
+    assert sorted(graph()) == sorted(LAYERS), 'a module was added or removed: give it its place in LAYERS'
+
+
+def test_no_import_goes_upward_or_round():
+    g, rank = graph(), {m: i for i, m in enumerate(LAYERS)}
+    upward = {(a, b): line for a, deps in g.items() for b, line in deps.items() if b != a and rank[b] > rank[a]}
+    new = {f'msllm_nb/{a}.py:{line} imports {b}' for (a, b), line in upward.items() if (a, b) not in KNOWN_UPWARD}
+    assert not new, f'imports from a lower layer to a higher one: {sorted(new)}'
+    gone = set(KNOWN_UPWARD) - set(upward)
+    assert not gone, f'these upward imports are gone: remove them from KNOWN_UPWARD: {sorted(gone)}'
+    # and no circle other than the known upward edges close: with those edges removed, the graph is acyclic
+    edges = {a: {b for b in deps if b != a and (a, b) not in KNOWN_UPWARD} for a, deps in g.items()}
+    seen, stack = set(), []
+    def visit(m):
+        if m in stack: raise AssertionError(f'import circle: {" -> ".join(stack[stack.index(m):] + [m])}')
+        if m in seen: return
+        stack.append(m)
+        for d in sorted(edges[m]): visit(d)
+        stack.pop(); seen.add(m)
+    for m in sorted(edges): visit(m)
+
+
+def test_the_graph_is_read_right(tmp_path):
+    "The reader sees every form of import the package uses, inside functions too."
+    f = tmp_path / 'x.py'
+    f.write_text('import msllm_nb.model as msm\nfrom msllm_nb.clean import iter_files\nfrom . import shards\n'
+                 'from .bpe import train_bpe\nfrom msllm_nb import env\ndef f():\n    import msllm_nb.zero\n    from msllm_nb.debug import x\n')
+    assert imports_of(f) == {'model': 1, 'clean': 2, 'shards': 3, 'bpe': 4, 'env': 5, 'zero': 7, 'debug': 8}
