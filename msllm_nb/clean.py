@@ -873,8 +873,7 @@ def strip_remnants(s:str)->tuple[str, int, int, str]:
     t, n_ent = _ENTITY_RE.subn(lambda m: html.unescape(m.group()).replace('\xa0', ' '), t) if '&' in t else (t, 0)
     if not n_tags and not n_ent: return s, 0, 0, ''
     t = re.sub(r'\n{3,}', '\n\n', re.sub(r' *\n *', '\n', re.sub(r' {2,}', ' ', t))).strip()
-    i = next((i for i, (a, b) in enumerate(zip(s, t)) if a != b), 0)
-    return t, n_tags, n_ent, f'{s[max(0, i - 30):i + 50]!r} → {t[max(0, i - 30):i + 40]!r}'
+    return t, n_tags, n_ent, _first_change(s, t)
 
 def _maybe_boilerplate(s, pre):
     "False only if no boilerplate pattern can match any line of s."
@@ -911,8 +910,17 @@ def clean_document(doc:Doc, c:CleanConfig, tally:Tally)->str|None:
     else: s = _clean_prose(text, doc, c, tally, ed, ex, remnants=c.markup_remnants)
     reason = _first_rule(s, doc.domain, c, replaced)
     if reason: tally.drop_doc(reason, f'{doc.source}: {s[:100]!r}'); return None
-    for k, v in ed.items(): tally.edit(k, v, ex.get(k, doc.source))
+    diff = None
+    for k, v in ed.items():
+        if v and k not in ex and len(tally.examples[k]) < 3:  # an example: where this document first changed
+            diff = diff or f'{doc.source}: {_first_change(doc.text, s)}'
+        tally.edit(k, v, ex.get(k) or diff or doc.source)
     return s
+
+def _first_change(a:str, b:str)->str:
+    "Where b (the cleaned text) first differs from a (the text read): a few characters of each around it."
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f'{a[max(0, i - 30):i + 40]!r} → {b[max(0, i - 30):i + 40]!r}'
 
 def _clean_prose(text, doc, c, tally, ed, ex, remnants=True):
     "Normalised prose, boilerplate lines dropped (counted), HTML remnants stripped (`remnants`; edits counted)."
