@@ -66,9 +66,9 @@ def sample_tokens(cache:str|Path|None=None, # folder for the built data (default
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=root.name + '.', dir=root.parent))
     clean_corpus([SAMPLE_DIR], tmp/'clean', workers=2, progress=False)
-    tok = train_bpe([tmp/'clean'], tmp/'tok'/'bpe', vocab_size=vocab_size)['model']
+    tok = train_bpe([tmp/'clean'], tmp/'tok'/'bpe', vocab_size=vocab_size, progress=False)['model']
     shards = mss.shuffle_and_shard([tmp/'clean'], tmp/'text', shard_bytes=1 << 20, seed=0)
-    mss.tokenize_shards(shards, tok, tmp/'tokens', workers=2)  # (the folder holds a copy of its tokenizer)
+    mss.tokenize_shards(shards, tok, tmp/'tokens', workers=2, progress=False)  # (the folder holds a copy of its tokenizer)
     shutil.rmtree(tmp/'text')  # the cleaned text stays: chapter 06 reuses its English documents
     try: os.rename(tmp, root)
     except OSError: shutil.rmtree(tmp)  # another process built it first
