@@ -63,12 +63,12 @@ class Tally:
                 'dropped_lines': dict(self.dropped_lines), 'edits': dict(self.edits), 'events': dict(self.events),
                 'examples': dict(self.examples)}
 
-_GB_TEXT = re.compile(r'[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]')
+_CJK_TEXT = re.compile(r'[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]')  # CJK characters, punctuation, full-width forms
 
 def _reads_as_chinese(s:str)->bool:
     "A GB18030 decoding is believed when every non-ASCII character is Chinese text, and it is more than one stray pair."
     wide = [ch for ch in s if ord(ch) > 0x7f]
-    if not wide or not all(_GB_TEXT.match(ch) for ch in wide): return False
+    if not wide or not all(_CJK_TEXT.match(ch) for ch in wide): return False
     return len(wide) >= 2 or not re.search(r'[A-Za-z]', s)
 
 class Encoding:
@@ -185,8 +185,6 @@ class _TextOfHTML(HTMLParser):
 
 PRE_OPEN, PRE_CLOSE = '\ue000', '\ue001'  # around a <pre> block in `strip_markup`'s text: code, cleaned as code (private-use characters)
 _WRAP = '\x00'  # a source line break inside a block (no NUL survives the binary-file check and the invisible-character rule)
-_CJK_TEXT = re.compile(r'[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]')
-
 def _unwrap(s:str)->str:
     "Join wrapped lines (`_WRAP`): nothing between two CJK characters, a space between other words, nothing at a line's edge."
     parts = re.split(rf' *{_WRAP}[{_WRAP} ]*', s)
@@ -435,7 +433,7 @@ def read_documents(path:Path, # one input file
                 if raw_json: yield raw
                 elif (d := raw.doc(text_field, tally)) is not None: yield d
     elif ext == '.parquet': yield from _parquet_docs(path, tally, text_field, dom)
-    elif ext in CODE_EXT | MARKUP_EXT | MAIL_EXT or is_troff(path, head): yield from _whole_file_doc(path, tally, ext, dom, head, max_file_doc_bytes)
+    elif ext in CODE_EXT | MARKUP_EXT | MAIL_EXT or is_troff(path, head): yield from _whole_file_doc(path, tally, ext, dom, max_file_doc_bytes)
     else:
         sep = record_separator(head) if record_sep == 'auto' else record_sep
         if sep not in RECORD_SEPARATORS[1:]: raise ValueError(f'record separator {record_sep!r}: expected one of {RECORD_SEPARATORS}')
@@ -457,7 +455,7 @@ def _parquet_docs(path, tally, text_field, dom):
             if isinstance(v, str): yield Doc(v, f'{path}:{n}', dom)
             else: tally.reject('no_text_field', f'{path}:row {n}: {type(v).__name__}')
 
-def _whole_file_doc(path, tally, ext, dom, head, max_bytes):
+def _whole_file_doc(path, tally, ext, dom, max_bytes):
     "Code, HTML, e-mail and man pages: one document per file, decoded line by line with one `Encoding`."
     with _open(path) as f: raw = f.read(max_bytes + 1)
     if len(raw) > max_bytes: tally.reject('file_too_large', f'{path} (over {max_bytes} bytes)'); return
