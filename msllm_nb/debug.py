@@ -454,7 +454,7 @@ def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4
          sched_wait:Param('seconds a worker waits for the scheduler to accept connections before naming the problem', float)=300.0,
          status_dir:Param('shared folder for the watchdog (default: the temp folder; across nodes give a shared path)', str)=None,
          device:Param('CPU, GPU or Ascend', str)='CPU',
-         json_out:Param('write the results as JSON here (rank 0)', str)=None,
+         json_file:Param('write the results as JSON to this file (rank 0)', str)=None,
          hang_rank:Param('for the demo: this rank never joins the second size, so the others time out', int)=-1):
     "All-reduce latency and bandwidth across the ranks of an msrun/mpirun job, with a correctness check and a hang detector."
     if not any(k in os.environ for k in ('MS_ROLE', 'OMPI_COMM_WORLD_SIZE', 'RANK_TABLE_FILE')):
@@ -498,6 +498,6 @@ def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4
         for r in rows:
             print(f"{r['bytes']:>12} {r['median_ms']:>10.3f} {r['alg_GBps']:>9.3f} {r['bus_GBps']:>9.3f}"
                   + (f" {100 * r['bus_GBps'] / link_gbps:>8.1f}%" if link_gbps else '') + f"  {r['correct']}")
-        if json_out: Path(json_out).write_text(json.dumps({'world': world, 'device': device, 'link_gbps': link_gbps, 'rows': rows}, indent=1))
+        if json_file: Path(json_file).write_text(json.dumps({'world': world, 'device': device, 'link_gbps': link_gbps, 'rows': rows}, indent=1))
     if not all(r['correct'] for r in rows):
         print(f'commcheck: rank {rank}: all-reduce returned wrong values', file=sys.stderr); sys.exit(1)

@@ -140,12 +140,12 @@ def break_checkpoint(src:str|Path, # a good MindSpore checkpoint (with its .yaml
 def parity_cli(hf_dir:Param('Hugging Face model directory (the reference)', str),
                ckpt:Param('converted MindSpore checkpoint (default: convert now)', str)=None,
                n_gen:Param('greedy tokens to compare', int)=32,
-               json_out:Param('write the full report as JSON to this file', str)=None):
+               json_file:Param('write the full report as JSON to this file (--json_out, in every command, prints JSON)', str)=None):
     "Check that a converted MindSpore model matches its Hugging Face original; exit 1 if not."
     try: r = check_parity(hf_dir, ckpt, n_gen=n_gen)
     except FileNotFoundError as e: print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(2)  # a path given that is not there
     except (ValueError, RuntimeError, TimeoutError) as e:  # RuntimeError: the reference process failed
         print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(1)
     print(format_parity(r))
-    if json_out: Path(json_out).write_text(json.dumps(r, indent=1))
+    if json_file: Path(json_file).write_text(json.dumps(r, indent=1))
     if not r['passed']: sys.exit(1)

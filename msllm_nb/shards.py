@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')  # local files only: nothing is fetched from a hub
-import contextlib, functools, itertools, json, math, multiprocessing as mp, random, re, shutil, sys
+import contextlib, functools, hashlib, itertools, json, math, multiprocessing as mp, random, re, shutil, sys
 from collections import Counter
 from pathlib import Path
 import numpy as np
 from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
-__all__ = ['shuffle_and_shard', 'group_of', 'tokenize_shards', 'TokenStore', 'PackedWindows', 'padding_waste', 'MixedBatches',
-           'make_dataset', 'batches', 'shard_cli']
+__all__ = ['shuffle_and_shard', 'group_of', 'ShardWriter', 'write_meta', 'tokenize_shards', 'hf_token_folder', 'TokenStore',
+           'PackedWindows', 'padding_waste', 'MixedBatches', 'make_dataset', 'batches', 'shard_cli', 'sample_tokens']
 
 # %% ../nbs/03_shards.ipynb #cb030b87
 def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-clean output)
@@ -69,6 +69,33 @@ def _group_of_path(path:str)->str:
     if pre.match(p.parent.name): return p.parent.name
     return p.stem
 
+class ShardWriter:
+    "One token shard, written as it streams: the documents' tokens end to end in N.bin; their starts and groups in N.idx.npz."
+    def __init__(self, out_prefix:str|Path, dtype):
+        self.prefix, self.dtype, self.starts, self.groups, self.n = str(out_prefix), np.dtype(dtype), [], [], 0
+    def __enter__(self): self.f = open(f'{self.prefix}.bin', 'wb'); return self
+    def add(self, tokens:bytes, # the documents' tokens end to end, as `dtype` bytes
+            lengths:np.ndarray, groups:list[str]):
+        "Append documents: their tokens, each one's length, and each one's mixing group."
+        self.starts.extend((self.n + np.cumsum(lengths) - lengths).tolist()); self.n += int(lengths.sum())
+        self.groups.extend(groups); self.f.write(tokens)
+    def __exit__(self, *exc):
+        self.f.close()
+        names = sorted(set(self.groups))
+        np.savez(f'{self.prefix}.idx.npz', starts=np.asarray(self.starts + [self.n], np.int64),
+                 group=np.asarray([names.index(g) for g in self.groups], np.int32), group_names=np.asarray(names))
+        self.summary = {'docs': len(self.starts), 'tokens': self.n, 'dtype': self.dtype.name}
+
+def write_meta(out_dir:Path, shards:list[str], per_shard:list[dict], vocab_size:int, eos_id:int, pad_id:int,
+               tokenizer:str # the tokenizer's path, relative to the folder where it is a copy inside it
+              )->dict:
+    "A token folder's meta.json, which `TokenStore` and the trainer read: shards, counts, dtype, vocabulary, special ids."
+    meta = {'shards': shards, 'docs': sum(r['docs'] for r in per_shard), 'tokens': sum(r['tokens'] for r in per_shard),
+            'dtype': per_shard[0]['dtype'] if per_shard else 'uint16', 'vocab_size': vocab_size, 'eos_id': eos_id,
+            'pad_id': pad_id, 'tokenizer': tokenizer, 'per_shard': per_shard}
+    (Path(out_dir)/'meta.json').write_text(json.dumps(meta, indent=1))
+    return meta
+
 def _tokenize_shard(args):
     "Worker: tokenize one JSON-lines shard with a batched datasets map; write tokens-N.bin and tokens-N.idx.npz."
     shard, model, out_prefix, batch_size = args
@@ -85,16 +112,9 @@ def _tokenize_shard(args):
     stream = datasets.load_dataset('json', data_files=str(shard), split='train', streaming=True)
     cols = list(stream.column_names or next(iter(stream), {}).keys())  # streamed JSON has no schema until read
     stream = stream.map(encode, batched=True, batch_size=batch_size, remove_columns=cols)
-    starts, groups, n = [], [], 0
-    with open(f'{out_prefix}.bin', 'wb') as f:
-        for rec in stream:
-            lengths = np.frombuffer(rec['lengths'], np.int64)
-            starts.extend((n + np.cumsum(lengths) - lengths).tolist()); n += int(lengths.sum())
-            groups.extend(rec['groups'].split('\n')); f.write(rec['tokens'])
-    names = sorted(set(groups))
-    np.savez(f'{out_prefix}.idx.npz', starts=np.asarray(starts + [n], np.int64),
-             group=np.asarray([names.index(g) for g in groups], np.int32), group_names=np.asarray(names))
-    return {'shard': str(shard), 'docs': len(starts), 'tokens': n, 'dtype': np.dtype(dtype).name}
+    with ShardWriter(out_prefix, dtype) as w:
+        for rec in stream: w.add(rec['tokens'], np.frombuffer(rec['lengths'], np.int64), rec['groups'].split('\n'))
+    return {'shard': str(shard), **w.summary}
 
 def tokenize_shards(text_shards:list, # JSON-lines shards from `shuffle_and_shard`
                     model:str|Path, # SentencePiece .model
@@ -114,11 +134,26 @@ def tokenize_shards(text_shards:list, # JSON-lines shards from `shuffle_and_shar
     sp = spm.SentencePieceProcessor(model_file=str(model))
     shutil.copyfile(model, out_dir/'tokenizer.model')  # the folder carries its tokenizer: copy it to a cluster and it is whole
     for r in res: r['shard'] = os.path.relpath(r['shard'], out_dir)  # paths relative to the folder: the bytes do not depend on where it is
-    meta = {'shards': [Path(j[2]).name for j in jobs], 'docs': sum(r['docs'] for r in res), 'tokens': sum(r['tokens'] for r in res),
-            'dtype': res[0]['dtype'] if res else 'uint16', 'vocab_size': sp.get_piece_size(), 'eos_id': sp.eos_id(),
-            'pad_id': sp.pad_id(), 'tokenizer': 'tokenizer.model', 'per_shard': res}
-    (out_dir/'meta.json').write_text(json.dumps(meta, indent=1))
-    return meta
+    return write_meta(out_dir, [Path(j[2]).name for j in jobs], res, sp.get_piece_size(), sp.eos_id(), sp.pad_id(), 'tokenizer.model')
+
+def hf_token_folder(texts:list[str], # documents
+                    tokenizer_dir:str|Path, # a Hugging Face model folder with tokenizer.json (and config.json's eos_token_id)
+                    out_dir:str|Path, group:str='text')->Path:
+    "Tokenize documents with a Hugging Face tokenizer into a token folder `TokenStore` reads (EOS after each document)."
+    from tokenizers import Tokenizer
+    tj = Path(tokenizer_dir)/'tokenizer.json'
+    if not tj.exists(): raise FileNotFoundError(f'{tj}: no such file (a Hugging Face model folder holds tokenizer.json)')
+    tk = Tokenizer.from_file(str(tj))
+    cfg = Path(tokenizer_dir)/'config.json'
+    eos = json.loads(cfg.read_text()).get('eos_token_id') if cfg.exists() else None
+    if eos is None: raise ValueError(f'{cfg}: no eos_token_id, which ends every document here')
+    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    V = tk.get_vocab_size(); dt = np.uint16 if V <= 65536 else np.uint32
+    ids = [e.ids + [eos] for e in tk.encode_batch(texts)]
+    with ShardWriter(out/'tokens-00000', dt) as w:
+        w.add(np.fromiter(itertools.chain.from_iterable(ids), dt).tobytes(), np.fromiter(map(len, ids), np.int64, len(ids)), [group] * len(ids))
+    write_meta(out, ['tokens-00000'], [{'shard': '(texts)', **w.summary}], V, eos, -1, str(Path(tokenizer_dir).resolve()))
+    return out
 
 # %% ../nbs/03_shards.ipynb #00a90993
 class TokenStore:
@@ -288,3 +323,27 @@ def shard_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean out
     except (FileNotFoundError, ValueError) as e:
         print(f'msllm-shard: {e}', file=sys.stderr); sys.exit(1)
     print(json.dumps({k: v for k, v in meta.items() if k != 'per_shard'}, indent=1))
+
+# %% ../nbs/03_shards.ipynb #f72639b1
+def sample_tokens(cache:str|Path|None=None, # folder for the built data (default: $MSLLM_CACHE or ~/.cache/msllm_nb)
+                  vocab_size:int=8192)->Path:
+    "Token folder of the bundled sample: clean → BPE → shards, built once and reused (keyed by the sample's contents)."
+    from msllm_nb.clean import clean_corpus, SAMPLE_DIR
+    from msllm_nb.bpe import train_bpe
+    import tempfile
+    h = hashlib.sha256()
+    for p in sorted(Path(SAMPLE_DIR).rglob('*')):
+        if p.is_file(): h.update(p.relative_to(SAMPLE_DIR).as_posix().encode()); h.update(p.read_bytes())
+    h.update(f'v3 {vocab_size}'.encode())  # v3: the cleaner of chapter 01 changed what it keeps
+    root = Path(cache or os.environ.get('MSLLM_CACHE', Path.home()/'.cache'/'msllm_nb'))/f'sample_tokens-{h.hexdigest()[:12]}'
+    if (root/'tokens'/'meta.json').exists(): return root/'tokens'
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=root.name + '.', dir=root.parent))
+    clean_corpus([SAMPLE_DIR], tmp/'clean', workers=2, progress=False)
+    tok = train_bpe([tmp/'clean'], tmp/'tok'/'bpe', vocab_size=vocab_size, progress=False)['model']
+    shards = shuffle_and_shard([tmp/'clean'], tmp/'text', shard_bytes=1 << 20, seed=0)
+    tokenize_shards(shards, tok, tmp/'tokens', workers=2, progress=False)  # (the folder holds a copy of its tokenizer)
+    shutil.rmtree(tmp/'text')  # the cleaned text stays: chapter 06 reuses its English documents
+    try: os.rename(tmp, root)
+    except OSError: shutil.rmtree(tmp)  # another process built it first
+    return root/'tokens'

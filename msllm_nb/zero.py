@@ -13,14 +13,14 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
-import msllm_nb.train_llm as tl
+import msllm_nb.train_step as ts  # chapter 06·0: the step and the config (never the loop above, which imports this module)
 
 # %% auto #0
-__all__ = ['GB', 'CPU_KEPT', 'CPU_RUNTIME', 'TUTORIAL_TABLE', 'activation_bytes', 'cpu_activation_bytes', 'estimate_memory',
-           'measure_train_memory', 'advise', 'memory_cli', 'clip_by_global_norm', 'lr_table', 'shard_slice',
-           'ShardedAdamW', 'ordered_weights', 'make_update', 'comm_bytes_per_step', 'Barrier', 'optimizer_files',
-           'merge_zero_shards', 'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint', 'AccumStep',
-           'LossScaledStep', 'build_step']
+__all__ = ['GB', 'CPU_KEPT', 'CPU_RUNTIME', 'TUTORIAL_TABLE', 'clip_by_global_norm', 'STEPS', 'activation_bytes',
+           'cpu_activation_bytes', 'estimate_memory', 'measure_train_memory', 'advise', 'memory_cli', 'lr_table',
+           'shard_slice', 'ShardedAdamW', 'ordered_weights', 'make_update', 'comm_bytes_per_step', 'Barrier',
+           'optimizer_files', 'merge_zero_shards', 'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint',
+           'AccumStep', 'LossScaledStep', 'strategy', 'loss_scaled_step', 'accum_step', 'plain_step', 'build_step']
 
 # %% ../nbs/07_zero.ipynb #1b23e5cf
 GB = 1e9
@@ -95,9 +95,9 @@ def _memory_child(spec:str):
     c = msm.LlamaConfig(**d['model']); model = msm.LlamaForCausalLM(c)
     if d['recompute']:
         for layer in model.model.layers: layer.recompute()
-    lc = tl.LossCell(model)
-    if d.get('accum', 1) > 1: step = AccumStep(lc, *make_update(model, tl.TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=1, steps=10)), d['accum'])
-    else: step = tl.TrainStep(lc, tl.make_optimizer(model, 1e-3, 1e-4, 1, 10), 1.0)
+    lc = ts.LossCell(model)
+    if d.get('accum', 1) > 1: step = AccumStep(lc, *make_update(model, ts.TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=1, steps=10)), d['accum'])
+    else: step = ts.TrainStep(lc, ts.make_optimizer(model, 1e-3, 1e-4, 1, 10), 1.0)
     step.set_train()
     ids = Tensor(np.random.default_rng(0).integers(0, c.vocab_size, (d['batch'], d['seq_len'])).astype(np.int32))
     t = []
@@ -169,11 +169,11 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
             if v is not None and v < lo: raise ValueError(f'--{flag} must be at least {lo}, got {v}')
         if not device_gb > 0: raise ValueError(f'--device_gb must be above 0, got {device_gb:g}')
         if precision not in ('mixed', 'fp32'): raise ValueError(f'--precision must be mixed or fp32, got {precision!r}')
-        if config in msm.PRESETS and not Path(config).exists() and not (tl.CONFIG_DIR/f'{config}.yaml').exists():
+        if config in msm.PRESETS and not Path(config).exists() and not (ts.CONFIG_DIR/f'{config}.yaml').exists():
             c, s, b = msm.PRESETS[config], seq_len or 2048, micro_batch or 1
         else:
-            cfg = tl.load_config(config)
-            c, s, b = tl.model_config(cfg), seq_len or cfg.seq_len, micro_batch or cfg.batch_size // cfg.accum_steps
+            cfg = ts.load_config(config)
+            c, s, b = ts.model_config(cfg), seq_len or cfg.seq_len, micro_batch or cfg.batch_size // cfg.accum_steps
         backend, precision = ('cpu', 'fp32') if cpu else ('device', precision)
         cols = ('weights', 'gradients', 'optimizer', 'activations') + (('runtime',) if cpu else ()) + ('total',)
         table = {}
@@ -195,15 +195,11 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
     print(f"the tutorial's table: {adv['tutorial']}")
 
 # %% ../nbs/07_zero.ipynb #248ce507
-def clip_by_global_norm(grads:tuple, clip:float)->tuple:
-    "(clipped gradients, the global L2 norm before clipping); clip ≤ 0 leaves them unchanged (graph-mode helper)."
-    norm = ops.sqrt(ops.addn([ops.square(g).sum() for g in grads]))
-    scale = clip / ops.maximum(norm, clip) if clip > 0 else ops.ones_like(norm)
-    return tuple([g * scale.astype(g.dtype) for g in grads]), norm
+clip_by_global_norm = ts.clip_by_global_norm  # chapter 06·0: the one clipping every step uses
 
 def lr_table(lr:float, min_lr:float, warmup_steps:int, total_steps:int)->Tensor:
     "The per-step learning rates of `train_llm.lr_at`, as the table AdamWeightDecay indexes with its global_step."
-    return Tensor(np.array([tl.lr_at(s, lr, min_lr, warmup_steps, total_steps) for s in range(total_steps)], np.float32))
+    return Tensor(np.array([ts.lr_at(s, lr, min_lr, warmup_steps, total_steps) for s in range(total_steps)], np.float32))
 
 def shard_slice(a:np.ndarray, rank:int, world:int)->np.ndarray:
     "Rank's slice of a flattened array, zero-padded so that every slice has ceil(size / world) elements."
@@ -247,13 +243,13 @@ class ShardedAdamW(nn.Cell):
 
 def ordered_weights(model:nn.Cell)->tuple[list, int]:
     "The model's trainable parameters in `train_llm.make_optimizer`'s order (decayed first), and how many decay."
-    decay, no_decay = tl.decay_groups(model.trainable_params())
+    decay, no_decay = ts.decay_groups(model.trainable_params())
     return decay + no_decay, len(decay)
 
-def make_update(model:nn.Cell, cfg:tl.TrainConfig, zero:int=0, rank:int=0, world:int=1)->tuple[list, nn.Cell]:
+def make_update(model:nn.Cell, cfg:ts.TrainConfig, zero:int=0, rank:int=0, world:int=1)->tuple[list, nn.Cell]:
     "(weights, update cell): train_llm's AdamWeightDecay (zero=0), or its ZeRO-1 sharded form (zero=1)."
     if zero == 0:
-        opt = tl.make_optimizer(model, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps)
+        opt = ts.make_optimizer(model, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps)
         return list(opt.parameters), opt
     if zero != 1: raise ValueError(f'zero {zero}: only 0 (plain data parallel) and 1 (optimizer-state sharding) are built here')
     w, nd = ordered_weights(model)
@@ -264,7 +260,7 @@ class _StepCell(nn.Cell):
     @property
     def optimizer(self): return getattr(self.update, 'optimizer', self.update)
 
-# `train_llm.TrainStep` takes any update cell, so ZeRO-1 is `TrainStep(loss_cell, ShardedAdamW(...), weights=...)`: the
+# `TrainStep` takes any update cell, so ZeRO-1 is `TrainStep(loss_cell, ShardedAdamW(...), weights=...)`: the
 # loss, gradients, all-reduce and clipping are the very code that plain data parallel runs.
 
 # %% ../nbs/07_zero.ipynb #2215d73b
@@ -358,21 +354,14 @@ class _Micro(nn.Cell):
         return loss
 
 class _Apply(nn.Cell):
-    "Average the accumulated gradients, all-reduce them once, clip, update, and zero the accumulators."
-    def __init__(self, accs, update, accum, grad_clip, world, weights):
+    "Average the accumulated gradients, then the tail every step shares (`GradApply`: all-reduce once, clip, update); zero the accumulators."
+    def __init__(self, accs, grad_apply:nn.Cell, accum:int):
         super().__init__(auto_prefix=False)
-        self.accs, self.update, self.accum, self.clip, self.world = accs, update, accum, grad_clip, world
-        self.reducer = nn.DistributedGradReducer(weights, mean=True, degree=world) if world > 1 else None
-        self.allreduce = ops.AllReduce() if world > 1 else None
+        self.accs, self.grad_apply, self.accum = accs, grad_apply, accum
     def construct(self, loss_sum):
-        grads = tuple([a / self.accum for a in self.accs])
-        if self.reducer is not None: grads = self.reducer(grads)
-        loss = loss_sum / self.accum
-        if self.world > 1: loss = self.allreduce(loss) / self.world
-        grads, norm = clip_by_global_norm(grads, self.clip)
-        done = self.update(grads)
-        for a in self.accs: done = ops.depend(done, ops.assign(a, ops.zeros_like(a)))
-        return ops.depend(loss, done), norm
+        loss, norm, applied, scale = self.grad_apply(loss_sum / self.accum, tuple([a / self.accum for a in self.accs]))
+        for a in self.accs: loss = ops.depend(loss, ops.assign(a, ops.zeros_like(a)))
+        return loss, norm, applied, scale
 
 class AccumStep(_StepCell):
     "Gradient accumulation: the batch is split into `accum` micro-batches, gradients summed in Parameters, then one all-reduce and one update."
@@ -382,7 +371,7 @@ class AccumStep(_StepCell):
         self.accum, self.update = accum, update
         self.accs = ParameterTuple([Parameter(ops.zeros(p.shape, p.dtype), name=f'accum.{p.name}', requires_grad=False) for p in weights])
         self.micro = _Micro(loss_cell, ParameterTuple(weights), self.accs)
-        self.finish = _Apply(self.accs, update, accum, grad_clip, world, ParameterTuple(weights))
+        self.finish = _Apply(self.accs, ts.GradApply(ParameterTuple(weights), update, grad_clip, world), accum)
     def __call__(self, ids:Tensor):  # Python: `accum` compiled micro-steps, then the compiled update
         if ids.shape[0] % self.accum: raise ValueError(f'a batch of {ids.shape[0]} rows is not divisible by accum_steps {self.accum}')
         m = ids.shape[0] // self.accum
@@ -390,38 +379,39 @@ class AccumStep(_StepCell):
         return self.finish(loss)
 
 # %% ../nbs/07_zero.ipynb #ecd1d3dd
-class LossScaledStep(_StepCell):
-    "A step with dynamic loss scaling: gradients of loss × scale are unscaled; a non-finite gradient skips the update and the scale shrinks."
+class LossScaledStep(ts.TrainStep):
+    "The step with dynamic loss scaling: gradients of loss × scale are unscaled; a non-finite gradient skips the update and the scale shrinks."
     def __init__(self, loss_cell:nn.Cell, weights:list, update:nn.Cell,
                  scaler, # ms.amp.DynamicLossScaler
                  grad_clip:float=1.0, world:int=1):
-        super().__init__(auto_prefix=False)
-        self.loss_cell, self.weights, self.update, self.scaler = loss_cell, ParameterTuple(weights), update, scaler
-        self.clip, self.world = grad_clip, world
-        self.grad = ops.GradOperation(get_by_list=True, sens_param=True)
-        self.reducer = nn.DistributedGradReducer(self.weights, mean=True, degree=world) if world > 1 else None
-        self.allreduce = ops.AllReduce() if world > 1 else None
-    def construct(self, ids):
-        loss = self.loss_cell(ids)
-        grads = self.grad(self.loss_cell, self.weights)(ids, self.scaler.scale_value.astype(loss.dtype))
-        if self.reducer is not None: grads = self.reducer(grads)  # an inf on any rank reaches every rank
-        if self.world > 1: loss = self.allreduce(loss) / self.world
-        grads = self.scaler.unscale(grads)
-        finite = ms.amp.all_finite(grads)
-        scale = self.scaler.scale_value + 0  # the scale this step used
-        grads, norm = clip_by_global_norm(grads, self.clip)
-        if finite: loss = ops.depend(loss, self.update(grads))
-        loss = ops.depend(loss, self.scaler.adjust(finite))
-        return loss, norm, finite, scale
+        super().__init__(loss_cell, update, grad_clip, world, weights=weights, scaler=scaler)
+
 
 # %% ../nbs/07_zero.ipynb #59a1b042
-def build_step(loss_cell:nn.Cell, model:nn.Cell, cfg:tl.TrainConfig, rank:int=0, world:int=1)->nn.Cell:
-    "The training step a config asks for: ZeRO-1 (`zero: 1`), accumulation (`accum_steps`), fp16 loss scaling (`precision: fp16`)."
+STEPS = {}  # strategy name → (applies(cfg), build(loss_cell, weights, update, cfg, world) → step cell); the first that applies builds the step
+
+def strategy(name:str, applies):
+    "Register a step strategy: `@strategy('name', lambda cfg: ...)` on a function (loss_cell, weights, update, cfg, world) → step cell."
+    def register(build): STEPS[name] = (applies, build); return build
+    return register
+
+@strategy('fp16 loss scaling', lambda cfg: cfg.precision == 'fp16')
+def loss_scaled_step(loss_cell, weights, update, cfg, world):
+    return LossScaledStep(loss_cell, weights, update, ms.amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window), cfg.grad_clip, world)
+
+@strategy('gradient accumulation', lambda cfg: cfg.accum_steps > 1)
+def accum_step(loss_cell, weights, update, cfg, world): return AccumStep(loss_cell, weights, update, cfg.accum_steps, cfg.grad_clip, world)
+
+def plain_step(loss_cell, weights, update, cfg, world):
+    return ts.TrainStep(loss_cell, update, cfg.grad_clip, world, cfg.sync_grads, weights, skip_non_finite=cfg.nan_policy == 'skip')
+
+def build_step(loss_cell:nn.Cell, model:nn.Cell, cfg:ts.TrainConfig, rank:int=0, world:int=1)->nn.Cell:
+    """The training step a config asks for: the update (`zero: 1` shards it), then the first registered strategy that
+    applies (fp16 loss scaling, accumulation, ...), else the plain `TrainStep`."""
     if cfg.precision in ('fp16', 'bf16'): model.to_float(ms.float16 if cfg.precision == 'fp16' else ms.bfloat16)
     weights, update = make_update(model, cfg, cfg.zero if cfg.zero_impl == 'collectives' else 0, rank, world)
-    if cfg.precision == 'fp16':
-        step = LossScaledStep(loss_cell, weights, update, ms.amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window), cfg.grad_clip, world)
-    elif cfg.accum_steps > 1: step = AccumStep(loss_cell, weights, update, cfg.accum_steps, cfg.grad_clip, world)
-    else: step = tl.TrainStep(loss_cell, update, cfg.grad_clip, world, cfg.sync_grads, weights, skip_non_finite=cfg.nan_policy == 'skip')
+    build = next((b for applies, b in STEPS.values() if applies(cfg)), plain_step)
+    step = build(loss_cell, weights, update, cfg, world)
     step.set_train()
     return step
+

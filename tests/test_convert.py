@@ -156,7 +156,7 @@ def test_names_and_shapes_match_mindformers(cfg, tmp_path):
 
 
 def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
-    r = cli(BIN / 'msllm-parity', fx['qwen2'], '--n_gen', '32', '--json_out', tmp_path / 'p.json')
+    r = cli(BIN / 'msllm-parity', fx['qwen2'], '--n_gen', '32', '--json_file', tmp_path / 'p.json')
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads((tmp_path / 'p.json').read_text())
     assert rep['passed'] and rep['greedy_identical'] and rep['n_gen'] == 32 and rep['logits']['rel'] <= 1e-4
@@ -213,6 +213,6 @@ def test_smollm2_parity_via_cli(tmp_path):
     assert [ours.encode(t, add_special_tokens=False).ids for t in texts] == [theirs.encode(t, add_special_tokens=False).ids for t in texts]
     assert ours.encode('Hi').ids == ours.encode('Hi', add_special_tokens=False).ids  # the GGUF says add_bos_token false (transformers adds it anyway)
     assert json.loads((Path(rep['tokenizer']) / 'config.json').read_text())['eos_token_id'] == 2
-    r = cli(BIN / 'msllm-parity', hf, '--ckpt', tmp_path / 'smol.safetensors', '--n_gen', '8', '--json_out', tmp_path / 'p.json')
+    r = cli(BIN / 'msllm-parity', hf, '--ckpt', tmp_path / 'smol.safetensors', '--n_gen', '8', '--json_file', tmp_path / 'p.json')
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert json.loads((tmp_path / 'p.json').read_text())['greedy_identical']

@@ -127,7 +127,7 @@ def test_unreadable_run_folders_exit_2_and_say_why(tmp_path):
 @pytest.mark.cluster
 def test_commcheck_under_plain_mpirun(tmp_path):
     r = run([BIN / 'mpirun', '-n', '2', '--oversubscribe', BIN / 'msllm-commcheck', '--sizes', '4096,1048576', '--iters', '3',
-             '--json_out', tmp_path / 'cc.json', '--status_dir', tmp_path / 'wd'],
+             '--json_file', tmp_path / 'cc.json', '--status_dir', tmp_path / 'wd'],
             timeout=300, extra_env={**ROOT_OK, 'MS_SCHED_PORT': str(tl.free_port())})
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     res = json.loads((tmp_path / 'cc.json').read_text())
