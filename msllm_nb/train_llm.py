@@ -387,12 +387,12 @@ def check_config(cfg:TrainConfig, world:int=1)->dict:
         raise ValueError(f'model.vocab_size {mc.vocab_size} is smaller than the tokenizer\'s {meta["vocab_size"]} ({cfg.token_dir}/meta.json)')
     if cfg.seq_len > mc.max_position_embeddings:
         raise ValueError(f'seq_len {cfg.seq_len} exceeds model.max_position_embeddings {mc.max_position_embeddings}')
-    train_w, val_w, _ = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction)
+    train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction)
     G = cfg.batch_size * world
     if len(train_w) < G:
         raise ValueError(f'seq_len {cfg.seq_len} × global batch {G} needs {G} windows; {cfg.token_dir} has {len(train_w)} for training')
     return {'model': mc, 'train_windows': len(train_w), 'val_windows': len(val_w), 'meta': meta,
-            'epochs': cfg.steps * G / len(train_w)}
+            'epochs': cfg.steps * G / len(train_w), 'windows': (train_w, val_w, tmeta)}  # the split, for the run to reuse
 
 # %% ../nbs/06_train_dp.ipynb #582069b4
 class _Stop:
@@ -549,7 +549,7 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
             'gradient_accumulation_shard': False, 'parallel_optimizer_threshold': 64, 'optimizer_weight_shard_size': -1})
     step_cell = build_step(loss_cell, model, cfg, rank, world)
     sharded = bool(cfg.zero) and cfg.zero_impl == 'collectives'
-    train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction)
+    train_w, val_w, tmeta = info['windows']  # split once, by check_config
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
     peak = cfg.peak_tflops * 1e12 * world if cfg.peak_tflops else measure_peak_flops() * (world if cfg.device != 'CPU' else 1)
     return Run(cfg, rank, world, info, log, ck, chash, hashed, model, loss_cell, step_cell, sharded, val_w, tmeta, source,

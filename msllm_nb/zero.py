@@ -16,11 +16,11 @@ import msllm_nb.model as msm
 import msllm_nb.train_step as ts  # chapter 06·0: the step and the config (never the loop above, which imports this module)
 
 # %% auto #0
-__all__ = ['GB', 'CPU_KEPT', 'CPU_RUNTIME', 'TUTORIAL_TABLE', 'clip_by_global_norm', 'STEPS', 'activation_bytes',
-           'cpu_activation_bytes', 'estimate_memory', 'measure_train_memory', 'advise', 'memory_cli', 'lr_table',
-           'shard_slice', 'ShardedAdamW', 'ordered_weights', 'make_update', 'comm_bytes_per_step', 'Barrier',
-           'optimizer_files', 'merge_zero_shards', 'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint',
-           'AccumStep', 'LossScaledStep', 'strategy', 'loss_scaled_step', 'accum_step', 'plain_step', 'build_step']
+__all__ = ['GB', 'CPU_KEPT', 'CPU_RUNTIME', 'TUTORIAL_TABLE', 'STEPS', 'activation_bytes', 'cpu_activation_bytes',
+           'estimate_memory', 'measure_train_memory', 'advise', 'memory_cli', 'lr_table', 'shard_slice', 'ShardedAdamW',
+           'ordered_weights', 'make_update', 'comm_bytes_per_step', 'Barrier', 'optimizer_files', 'merge_zero_shards',
+           'shard_optimizer_state', 'load_step_state', 'merge_zero_checkpoint', 'AccumStep', 'LossScaledStep',
+           'strategy', 'loss_scaled_step', 'accum_step', 'plain_step', 'build_step']
 
 # %% ../nbs/07_zero.ipynb #1b23e5cf
 GB = 1e9
@@ -195,8 +195,6 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
     print(f"the tutorial's table: {adv['tutorial']}")
 
 # %% ../nbs/07_zero.ipynb #248ce507
-clip_by_global_norm = ts.clip_by_global_norm  # chapter 06·0: the one clipping every step uses
-
 def lr_table(lr:float, min_lr:float, warmup_steps:int, total_steps:int)->Tensor:
     "The per-step learning rates of `train_llm.lr_at`, as the table AdamWeightDecay indexes with its global_step."
     return Tensor(np.array([ts.lr_at(s, lr, min_lr, warmup_steps, total_steps) for s in range(total_steps)], np.float32))
