@@ -58,7 +58,7 @@ def peak_rss(code, src, dst):
 
 
 def main():
-    from msllm_nb.env import run_reference
+    from msllm_nb.course import run_reference
     import msllm_nb.model as M
     hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
     gg = str(M.smollm2_gguf())

@@ -51,7 +51,7 @@ def main():
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
     import msllm_nb.model as M
-    from msllm_nb.env import run_reference
+    from msllm_nb.course import run_reference
     import forward_throughput as H  # this file as a module: spawned children import the functions by name
     hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
     with tempfile.TemporaryDirectory() as tmp:

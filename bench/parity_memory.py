@@ -46,7 +46,7 @@ def reference_with_peak(hf, ids, n_gen):
 
 
 def main():
-    from msllm_nb.env import run_reference
+    from msllm_nb.course import run_reference
     import msllm_nb.model as M
     import msllm_nb.model as C
     hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))

@@ -21,7 +21,7 @@ BIN = Path(sys.executable).parent
 
 
 def run(out, world, batch, tokens):
-    a = [tl.__file__, '--config', 'tiny', '--out_dir', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}',
+    a = [tl.__file__, '--config', 'tiny', '--out', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}',
          f'batch_size={batch}', 'warmup_steps=2', 'val_every=1000', 'save_every=1000', 'progress=false', 'sample_prompts=[]']
     env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}"}
     cmd = [sys.executable, *a] if world == 1 else [str(BIN / 'msrun'), f'--worker_num={world}', f'--local_worker_num={world}',

@@ -25,7 +25,7 @@ BIN = Path(sys.executable).parent
 
 
 def dp_run(out, tokens, extra=()):
-    a = [tl.__file__, '--config', 'tiny', '--out_dir', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', 'batch_size=4',
+    a = [tl.__file__, '--config', 'tiny', '--out', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', 'batch_size=4',
          'warmup_steps=2', 'val_every=1000', 'save_every=1000', 'progress=false', 'sample_prompts=[]', *extra]
     env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}"}
     subprocess.run([str(BIN / 'msrun'), '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}',

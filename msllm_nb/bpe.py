@@ -180,7 +180,7 @@ def bpe_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean outpu
     except (VocabTooSmall, FileNotFoundError) as e: print(f'msllm-bpe: {e}', file=sys.stderr); sys.exit(2)  # the flags or paths given
     except ValueError as e: print(f'msllm-bpe: {e}', file=sys.stderr); sys.exit(1)  # the data
     if hf:
-        from msllm_nb.env import run_reference
+        from msllm_nb.course import run_reference
         import msllm_nb.bpe as this
         texts, what = check_texts(inputs)
         rep['hf'] = {**run_reference(this.export_hf_tokenizer, rep['model'], str(out) + '_hf', texts), 'checked_on': what}

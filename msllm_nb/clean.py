@@ -752,54 +752,48 @@ def top_trigram(cp, # code points
     for w in range(first, first + 3): chars += ends[w] - starts[w]
     return nw, best, chars
 
-try: from re import _parser as _sre_parse  # Python 3.11+
-except ImportError: import sre_parse as _sre_parse
-
-@functools.lru_cache(maxsize=64)
-def _first_chars(pattern:str)->str|None:
-    """The characters a match of `pattern` can start with, when that is a plain set of literals (else None: no pre-check).
-    If none of them is in a text (`in`, a memchr), the pattern cannot match it and the regex pass can be skipped."""
-    try: p = _sre_parse.parse(pattern)
-    except Exception: return None
-    if p.state.flags & re.I: return None
-    S = _sre_parse
-    def first(items):
-        for op, av in items:
-            if op == S.AT: continue  # an anchor matches no character
-            if op == S.LITERAL: return {chr(av)}
-            if op == S.IN: return {chr(v) for _, v in av} if all(o == S.LITERAL for o, _ in av) else None
-            if op == S.BRANCH:
-                sets = [first(b) for b in av[1]]
-                return None if any(x is None for x in sets) else set().union(*sets)
-            if op == S.SUBPATTERN and not av[1] & re.I: return first(av[3])
-            return None
-        return None  # it can match the empty string
-    f = first(p)
-    return None if f is None else ''.join(sorted(f))
-
 def _plain(p): return all(ch in 'abcdefghijklmnopqrstuvwxyz0123456789 ' or not ch.isascii() and ch.lower() == ch.upper() == ch for ch in p)
+
+def _top_level_bar(p:str)->bool:
+    "Whether pattern `p` has a `|` outside every group and character class (then its matches share no prefix)."
+    depth, cls, i = 0, False, 0
+    while i < len(p):
+        ch = p[i]
+        if ch == '\\': i += 2; continue
+        if cls: cls = ch != ']'
+        elif ch == '[': cls, i = True, i + (p[i + 1:i + 2] == ']')  # a ']' first in a class is literal
+        elif ch in '()': depth += 1 if ch == '(' else -1
+        elif ch == '|' and depth == 0: return True
+        i += 1
+    return False
 
 @functools.lru_cache(maxsize=64)
 def _literal_prefix(pattern:str)->str:
-    """The lower-cased literal text every re.I match of `pattern` starts with (after anchors), if it is plain (`_plain`);
-    else ''. Then a text whose lower-case form lacks it (and has no `_FOLDS` character) cannot match."""
-    try: p = _sre_parse.parse(pattern, re.I)
-    except Exception: return ''
-    out = []
-    for op, av in p:
-        if op == _sre_parse.AT and not out: continue
-        if op != _sre_parse.LITERAL: break
-        out.append(chr(av))
+    """The lower-cased literal text every re.I match of `pattern` starts with, if it is plain (`_plain`); else ''. Read
+    from the pattern's text: after a leading `^`, `\\A` or `\\b`, literal characters and escaped punctuation up to the
+    first metacharacter, less a last character that a quantifier follows; '' when the pattern has a top-level `|`.
+    Then a text whose lower-case form lacks it (and has no `_FOLDS` character) cannot match."""
+    if _top_level_bar(pattern): return ''
+    i, out = 0, []
+    while pattern.startswith(('^', '\\A', '\\b'), i): i += 1 if pattern[i] == '^' else 2
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == '\\' and not pattern[i + 1:i + 2].isalnum() and i + 1 < len(pattern): ch, i = pattern[i + 1], i + 2
+        elif ch in '.^$*+?{}[]|()\\': break
+        else: i += 1
+        if pattern[i:i + 1] in ('*', '+', '?', '{'): break  # that character may be missing or repeated
+        out.append(ch)
     pre = ''.join(out).lower()
     return pre if _plain(pre) else ''
 
 _MOJIBAKE = re.compile(r'Ã[\x80-\xbf]|â€|Â[\xa0-\xbf]|ï¿½|锟斤拷|烫烫烫')
+_MOJIBAKE_FIRST = 'ÂÃâï烫锟'  # the first character of each alternative (checked below): a text holding none cannot match
 _LATIN_WORD = re.compile(r'[A-Za-z]+')
 
 def rule_garbled(s, c, replaced:int=0 # U+FFFD characters the document had before normalisation removed them
                 ):
     n = s.count('\ufffd') + replaced
-    if any(ch in s for ch in _first_chars(_MOJIBAKE.pattern)): n += 2 * len(_MOJIBAKE.findall(s))  # `in` is a memchr
+    if any(ch in s for ch in _MOJIBAKE_FIRST): n += 2 * len(_MOJIBAKE.findall(s))  # `in` is a memchr
     return 'garbled' if n / max(len(s), 1) > c.max_garbled_ratio else None
 
 _SYMBOL = re.compile(r'[^\w\s]|_')  # exactly the characters that are neither str.isalnum() nor str.isspace()

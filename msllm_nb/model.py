@@ -22,7 +22,7 @@ __all__ = ['HF_ARCHS', 'PRESETS', 'GGUF_ARCHS', 'GGUF_PRE', 'GGUF_FIXTURE_TYPES'
            'iter_ms_weights', 'load_ms_weights', 'load_model', 'convert_ms_to_hf', 'permute_meta_qk',
            'unpermute_meta_qk', 'convert_meta_to_ms', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_hf',
            'build_hf_from_gguf', 'fixture_dir', 'gguf_field', 'gguf_config', 'gguf_tensor', 'gguf_tensor_map',
-           'gguf_tokenizer', 'convert_gguf_to_ms', 'write_gguf_fixture', 'convert_cli']
+           'gguf_tokenizer', 'convert_gguf_to_ms', 'write_gguf_fixture', 'write_tokenizer_gguf', 'convert_cli']
 
 # %% ../nbs/04_convert.ipynb #96d84ab2
 _DTYPES = {'float32': ms.float32, 'float16': ms.float16, 'bfloat16': ms.bfloat16}
@@ -909,30 +909,69 @@ def gguf_tensor_map(reader, cfg:LlamaConfig, src:str|Path='gguf')->dict:
     return got
 
 # %% ../nbs/04_convert.ipynb #2939b9a1
-# llama.cpp's `tokenizer.ggml.pre` names whose splitting we reproduce → whether digits are split one by one first (SmolLM's
-# tokenizer.json: Digits, then GPT-2's ByteLevel). Qwen2's and Llama 3's own regexes are not reproduced: no tokenizer is made.
-GGUF_PRE = {'default': False, 'gpt-2': False, 'smollm': True}
+# llama.cpp's `tokenizer.ggml.pre` names for byte-level BPE files whose splitting we reproduce, each as the pre-tokenizer
+# of that model's own tokenizer.json: None for GPT-2's byte-level regex, 'digits' for SmolLM's (single digits split off
+# first), else the model's own split regex (Qwen2 also normalises to NFC). Other names get no tokenizer: one that split
+# text differently from the model's own would be worse than none.
+_QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+_LLAMA3_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+GGUF_PRE = {'default': None, 'gpt-2': None, 'smollm': 'digits', 'qwen2': _QWEN2_SPLIT, 'llama-bpe': _LLAMA3_SPLIT}
 
-def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf')->Path|None:
-    """Rebuild a byte-level BPE tokenizer (`tokenizer.ggml.model` gpt2) from the file's tokens and merges into `out_dir`
-    (tokenizer.json, tokenizer_config.json, config.json). Only for the pre-tokenizers of GGUF_PRE, whose splitting rules
-    are GPT-2's (SmolLM2 adds single digits): None otherwise, so that no tokenizer that splits text differently is made."""
-    from tokenizers import Tokenizer, AddedToken, decoders, models, pre_tokenizers, processors
-    if gguf_field(reader, 'tokenizer.ggml.model') != 'gpt2' or gguf_field(reader, 'tokenizer.ggml.pre', 'default') not in GGUF_PRE: return None
-    tokens, types = gguf_field(reader, 'tokenizer.ggml.tokens'), gguf_field(reader, 'tokenizer.ggml.token_type', [])
+def _bpe_tokenizer(reader, tokens:list):
+    "A `tokenizers` byte-level BPE from a gpt2-model GGUF: its tokens, merges and pre-tokenizer (GGUF_PRE)."
+    from tokenizers import Tokenizer, Regex, decoders, models, normalizers, pre_tokenizers as pt, processors
+    pre = gguf_field(reader, 'tokenizer.ggml.pre', 'default')
     merges = [tuple(m.split(' ', 1)) for m in gguf_field(reader, 'tokenizer.ggml.merges', [])]
     tk = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False))
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=bool(gguf_field(reader, 'tokenizer.ggml.add_space_prefix', False)))
-    digits = GGUF_PRE[gguf_field(reader, 'tokenizer.ggml.pre', 'default')]
-    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]) if digits else byte_level
+    split = GGUF_PRE[pre]
+    byte_level = pt.ByteLevel(add_prefix_space=bool(gguf_field(reader, 'tokenizer.ggml.add_space_prefix', False)))
+    if split == 'digits': tk.pre_tokenizer = pt.Sequence([pt.Digits(individual_digits=True), byte_level])
+    elif split: tk.pre_tokenizer = pt.Sequence([pt.Split(Regex(split), behavior='isolated'), pt.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else: tk.pre_tokenizer = byte_level
+    if pre == 'qwen2': tk.normalizer = normalizers.NFC()
     tk.decoder, tk.post_processor = decoders.ByteLevel(), processors.ByteLevel(trim_offsets=False)
-    special = [t for t, ty in zip(tokens, types) if ty in (3, 4)]  # CONTROL and USER_DEFINED tokens are never split
-    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    return tk
+
+def _spm_model(reader, tokens:list, types:list)->bytes:
+    """A SentencePiece model (`tokenizer.ggml.model` llama: LLaMA 1/2, Mistral, TinyLlama) from the file's pieces, scores
+    and types; GGUF's token types are SentencePiece's piece types (1 normal, 2 unknown, 3 control, 4 user-defined,
+    5 unused, 6 byte). BPE-type, as llama.cpp's SentencePiece tokenizer merges by score."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    m, scores = pb.ModelProto(), gguf_field(reader, 'tokenizer.ggml.scores', [0.0] * len(tokens))
+    for t, s, ty in zip(tokens, scores, types or [1] * len(tokens)): m.pieces.add(piece=t, score=float(s), type=int(ty))
+    ts, ids = m.trainer_spec, {k: gguf_field(reader, f'tokenizer.ggml.{k}_token_id') for k in ('unknown', 'bos', 'eos', 'padding')}
+    ts.model_type, ts.vocab_size, ts.byte_fallback = pb.TrainerSpec.BPE, len(tokens), 6 in (types or [])
+    for k, piece in (('unknown', 'unk'), ('bos', 'bos'), ('eos', 'eos'), ('padding', 'pad')):
+        setattr(ts, f'{piece}_id', -1 if ids[k] is None else int(ids[k]))
+        if ids[k] is not None: setattr(ts, f'{piece}_piece', tokens[ids[k]])
+    ns = m.normalizer_spec
+    ns.name, ns.add_dummy_prefix = 'identity', bool(gguf_field(reader, 'tokenizer.ggml.add_space_prefix', True))
+    ns.remove_extra_whitespaces, ns.escape_whitespaces = False, True
+    return m.SerializeToString()
+
+def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf')->Path|None:
+    """Rebuild the file's tokenizer from its vocabulary into `out_dir`: byte-level BPE files (`tokenizer.ggml.model` gpt2,
+    pre-tokenizers of GGUF_PRE) as tokenizer.json, SentencePiece files (llama) as tokenizer.model; with
+    tokenizer_config.json and config.json. None for any other kind, so that no tokenizer that splits text differently is made."""
+    from tokenizers import AddedToken
+    kind, pre = gguf_field(reader, 'tokenizer.ggml.model'), gguf_field(reader, 'tokenizer.ggml.pre', 'default')
+    if not (kind == 'gpt2' and pre in GGUF_PRE or kind == 'llama'): return None
+    tokens, types = gguf_field(reader, 'tokenizer.ggml.tokens'), gguf_field(reader, 'tokenizer.ggml.token_type', [])
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
-    tk.save(str(out/'tokenizer.json'))
+    if kind == 'llama':
+        import sentencepiece as spm
+        proto = _spm_model(reader, tokens, types)
+        try: spm.SentencePieceProcessor(model_proto=proto)
+        except RuntimeError as e: raise ConversionError(f'{src}: its SentencePiece vocabulary does not load ({e})') from None
+        (out/'tokenizer.model').write_bytes(proto)
+    else:
+        tk = _bpe_tokenizer(reader, tokens)
+        tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty in (3, 4)])  # CONTROL, USER_DEFINED: never split
+        tk.save(str(out/'tokenizer.json'))
     name = lambda k: tokens[cfg.hf_extra[k]] if cfg.hf_extra and k in cfg.hf_extra else None
-    tc = {'tokenizer_class': 'PreTrainedTokenizerFast', 'bos_token': name('bos_token_id'), 'eos_token': name('eos_token_id'),
-          'pad_token': name('pad_token_id'), 'add_bos_token': bool(gguf_field(reader, 'tokenizer.ggml.add_bos_token', False)),
+    tc = {'tokenizer_class': 'LlamaTokenizer' if kind == 'llama' else 'PreTrainedTokenizerFast', 'bos_token': name('bos_token_id'),
+          'eos_token': name('eos_token_id'), 'pad_token': name('pad_token_id'),
+          'add_bos_token': bool(gguf_field(reader, 'tokenizer.ggml.add_bos_token', kind == 'llama')),
           'chat_template': gguf_field(reader, 'tokenizer.chat_template'), 'model_max_length': cfg.max_position_embeddings}
     (out/'tokenizer_config.json').write_text(json.dumps({k: v for k, v in tc.items() if v is not None}, indent=1, ensure_ascii=False))
     (out/'config.json').write_text(json.dumps(to_hf_config(cfg), indent=1))  # load_tokenizer reads eos_token_id from it
@@ -957,7 +996,7 @@ def convert_gguf_to_ms(src:str|Path, # a .gguf file
     tok = gguf_tokenizer(reader, dst.with_name(dst.stem + '_tokenizer'), cfg, src)
     return {'written': str(dst), 'tensors': len(shapes), 'types': dict(Counter(t.tensor_type.name for t in reader.tensors)),
             'tokenizer': str(tok) if tok else (f"not rebuilt: tokenizer.ggml.model {gguf_field(reader, 'tokenizer.ggml.model')!r}, pre "
-                                               f"{gguf_field(reader, 'tokenizer.ggml.pre')!r} (rebuilt: gpt2 with pre {sorted(GGUF_PRE)}); use the model's own tokenizer files"),
+                                               f"{gguf_field(reader, 'tokenizer.ggml.pre')!r} (rebuilt: llama, and gpt2 with pre {sorted(GGUF_PRE)}); use the model's own tokenizer files"),
             'config': dataclasses.asdict(wcfg)}
 
 # %% ../nbs/04_convert.ipynb #3ca3e25b
@@ -998,6 +1037,22 @@ def write_gguf_fixture(hf_dir:str|Path, # a tiny HF LLaMA (rows of 256: hidden a
         else: w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
+
+def write_tokenizer_gguf(out:str|Path, model:str, # tokenizer.ggml.model: gpt2 (byte-level BPE) or llama (SentencePiece)
+                         tokens:list, types:list, pre:str|None=None, merges:list|None=None, scores:list|None=None,
+                         space_prefix:bool|None=None, **ids # bos=1, eos=2, unk=0, padding=...: the special tokens' ids
+                        ):
+    "A GGUF holding only a tokenizer's metadata, written as llama.cpp's converter writes it; returns an open `GGUFReader`."
+    import gguf
+    w = gguf.GGUFWriter(str(out), 'llama')
+    w.add_tokenizer_model(model); w.add_token_list(tokens); w.add_token_types(types)
+    if pre: w.add_tokenizer_pre(pre)
+    if merges: w.add_token_merges(merges)
+    if scores: w.add_token_scores(scores)
+    if space_prefix is not None: w.add_add_space_prefix(space_prefix)
+    for k, v in ids.items(): getattr(w, f'add_{k}_token_id')(v)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    return gguf.GGUFReader(str(out))
 
 # %% ../nbs/04_convert.ipynb #ccde4cb9
 import sys

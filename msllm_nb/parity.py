@@ -12,7 +12,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 from fastcore.script import call_parse, Param
-from .env import run_reference
+from .course import run_reference
 from .model import LlamaForCausalLM, convert_hf_to_ms, load_model, generate
 
 # %% auto #0

@@ -327,14 +327,16 @@ def shard_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean out
 # %% ../nbs/03_shards.ipynb #f72639b1
 def sample_tokens(cache:str|Path|None=None, # folder for the built data (default: $MSLLM_CACHE or ~/.cache/msllm_nb)
                   vocab_size:int=8192)->Path:
-    "Token folder of the bundled sample: clean → BPE → shards, built once and reused (keyed by the sample's contents)."
+    "Token folder of the bundled sample: clean → BPE → shards, built once and reused (keyed by the sample and the code that builds it)."
     from msllm_nb.clean import clean_corpus, SAMPLE_DIR
     from msllm_nb.bpe import train_bpe
     import tempfile
     h = hashlib.sha256()
     for p in sorted(Path(SAMPLE_DIR).rglob('*')):
         if p.is_file(): h.update(p.relative_to(SAMPLE_DIR).as_posix().encode()); h.update(p.read_bytes())
-    h.update(f'v3 {vocab_size}'.encode())  # v3: the cleaner of chapter 01 changed what it keeps
+    import msllm_nb.clean as C, msllm_nb.bpe as B, msllm_nb.shards as S
+    for mod in (C, B, S): h.update(Path(mod.__file__).read_bytes())  # and the code that builds it: a changed cleaner rebuilds
+    h.update(f'{vocab_size}'.encode())
     root = Path(cache or os.environ.get('MSLLM_CACHE', Path.home()/'.cache'/'msllm_nb'))/f'sample_tokens-{h.hexdigest()[:12]}'
     if (root/'tokens'/'meta.json').exists(): return root/'tokens'
     root.parent.mkdir(parents=True, exist_ok=True)

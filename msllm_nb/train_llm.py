@@ -438,8 +438,9 @@ def evaluate(loss_cell:LossCell, windows, batch_size:int, n_windows:int)->float:
     return tot / n
 
 def load_tokenizer(path:str|Path)->tuple:
-    "(encode, decode, eos_id) for a SentencePiece .model or a Hugging Face tokenizer.json (or its folder)."
+    "(encode, decode, eos_id) for a SentencePiece .model or a Hugging Face tokenizer.json, or a folder holding one of them."
     p = Path(path)
+    if p.is_dir() and not (p/'tokenizer.json').exists() and (p/'tokenizer.model').exists(): p = p/'tokenizer.model'  # a SentencePiece folder
     if p.suffix == '.model':
         import sentencepiece as spm
         sp = spm.SentencePieceProcessor(model_file=str(p))
@@ -726,15 +727,15 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
 def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3, llama_7b)', str)='tiny',
          set:Param('overrides key=value, e.g. --set steps=100 model.hidden_size=128', str, nargs='*')=None,
          device:Param('CPU, GPU or Ascend (overrides the config)', str)=None,
-         out_dir:Param('run folder (overrides the config)', str)=None,
+         out:Param('run folder (overrides the config\'s out_dir)', str)=None,
          zero:Param('1: shard optimizer states over the ranks (ZeRO-1); 0: plain data parallel', int)=None,
          precision:Param('fp32, fp16 (dynamic loss scaling) or bf16 (GPU/Ascend)', str)=None,
-         resume:Param('continue from the latest good checkpoint in out_dir', store_true)=False,
+         resume:Param('continue from the latest good checkpoint in the run folder', store_true)=False,
          allow_restart:Param('with --resume: train from step 0 when checkpoints exist but none is usable', store_true)=False,
          check:Param('validate config and data, print the plan, and exit', store_true)=False):
     "Pretrain a LLaMA-family model with MindSpore: single process, msrun, or mpirun data parallel."
     try:
-        ov = list(set or []) + [(f'{k}={v}', f'--{k} {v}') for k, v in (('device', device), ('out_dir', out_dir), ('zero', zero), ('precision', precision)) if v is not None]
+        ov = list(set or []) + [(f'{k}={v}', f'--{f} {v}') for k, f, v in (('device', 'device', device), ('out_dir', 'out', out), ('zero', 'zero', zero), ('precision', 'precision', precision)) if v is not None]
         cfg = load_config(config, ov)
         rank, world = world_from_env()
         info = check_config(cfg, world)

@@ -56,7 +56,7 @@ def cpu_activation_bytes(c:msm.LlamaConfig, seq_len:int, micro_batch:int=1)->flo
 
 def estimate_memory(c:msm.LlamaConfig, # the model, e.g. msllm_nb.model.PRESETS['7b']
                     seq_len:int=2048, micro_batch:int=1,
-                    precision:str='mixed', # 'fp32', or 'mixed' (fp16/bf16 compute, fp32 master weights and Adam moments)
+                    precision:str='bf16', # 'fp32', or 'fp16'/'bf16' (mixed: 16-bit compute, fp32 master weights and Adam moments; same bytes)
                     dp:int=1, # data-parallel ranks (the sharding degree)
                     zero:int=0, # 0 none; 1 optimizer states; 2 + gradients; 3 + weights
                     tp:int=1, # tensor-parallel degree: weights, gradients, states and activations split tp ways
@@ -65,7 +65,7 @@ def estimate_memory(c:msm.LlamaConfig, # the model, e.g. msllm_nb.model.PRESETS[
                     backend:str='device' # 'device' (GPU/Ascend: memory reused) or 'cpu' (MindSpore's CPU backend, fp32: every intermediate kept, plus the compiled graph)
                    )->dict:
     "Bytes per device of weights, gradients, optimizer states, activations and runtime (and host bytes when offloading)."
-    if precision not in ('fp32', 'mixed'): raise ValueError(f'precision {precision!r}: fp32 or mixed')
+    if precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'precision {precision!r}: fp32, fp16 or bf16')
     if backend not in ('device', 'cpu'): raise ValueError(f'backend {backend!r}: device or cpu')
     if backend == 'cpu' and (precision != 'fp32' or tp > 1 or recompute or flash or offload):
         raise ValueError('backend cpu models fp32 training without tensor parallelism, recompute, flash attention or offload')
@@ -130,7 +130,7 @@ TUTORIAL_TABLE = [  # the tutorial's parallel-strategy table by model size: (lab
 
 def advise(c:msm.LlamaConfig, device_gb:float, devices:int,
            devices_per_node:int=8, interconnect:str='hccs', # inside a node: nvlink, hccs, pcie or ethernet
-           seq_len:int=2048, micro_batch:int=1, precision:str='mixed', headroom:float=0.9)->dict:
+           seq_len:int=2048, micro_batch:int=1, precision:str='bf16', headroom:float=0.9)->dict:
     "The cheapest layout whose estimated memory fits `headroom` × device memory, the layouts tried, and the tutorial's row."
     if interconnect not in ('nvlink', 'hccs', 'pcie', 'ethernet'): raise ValueError(f'interconnect {interconnect!r}: nvlink, hccs, pcie or ethernet')
     tps = [1] + [t for t in (2, 4, 8) if t <= devices_per_node and devices % t == 0 and interconnect in ('nvlink', 'hccs')]
@@ -157,7 +157,7 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
                device_gb:Param('memory per device in GB', float)=64,
                devices_per_node:Param('devices per node', int)=8,
                interconnect:Param('link inside a node: nvlink, hccs, pcie, ethernet', str)='hccs',
-               precision:Param('mixed or fp32', str)='mixed',
+               precision:Param('fp32, fp16 or bf16, as train_llm spells it (fp16 and bf16 take the same memory)', str)='bf16',
                seq_len:Param('sequence length (default: the config\'s)', int)=None,
                micro_batch:Param('micro-batch per device (default: the config\'s batch_size / accum_steps)', int)=None,
                cpu:Param("estimate for MindSpore's CPU backend (fp32; every intermediate kept, plus the compiled graph); no layout advice", store_true)=False,
@@ -168,7 +168,7 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
         for flag, v, lo in (('devices', devices, 1), ('devices_per_node', devices_per_node, 1), ('seq_len', seq_len, 1), ('micro_batch', micro_batch, 1)):
             if v is not None and v < lo: raise ValueError(f'--{flag} must be at least {lo}, got {v}')
         if not device_gb > 0: raise ValueError(f'--device_gb must be above 0, got {device_gb:g}')
-        if precision not in ('mixed', 'fp32'): raise ValueError(f'--precision must be mixed or fp32, got {precision!r}')
+        if precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'--precision must be fp32, fp16 or bf16, got {precision!r}')
         if config in msm.PRESETS and not Path(config).exists() and not (ts.CONFIG_DIR/f'{config}.yaml').exists():
             c, s, b = msm.PRESETS[config], seq_len or 2048, micro_batch or 1
         else:

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import msllm_nb.model as M
-from msllm_nb.env import run_reference
+from msllm_nb.course import run_reference
 
 BIN = Path(sys.executable).parent
 
@@ -216,3 +216,85 @@ def test_smollm2_parity_via_cli(tmp_path):
     r = cli(BIN / 'msllm-parity', hf, '--ckpt', tmp_path / 'smol.safetensors', '--n_gen', '8', '--json_file', tmp_path / 'p.json')
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert json.loads((tmp_path / 'p.json').read_text())['greedy_identical']
+
+
+# ---- tokenizers rebuilt from a GGUF's vocabulary (no model tensors needed: a tokenizer-only file)
+
+DATA = Path(M.__file__).parent / 'data' / 'sample'
+TEXTS = ['Hello, world! 2024-12-01: 12345 apples', "It's   here\n\n\tdon't  ", '机器学习是人工智能的一个分支。', 'e\u0301t\u00e9 café',
+         '    for i in range(10):\n        print(i)\r\n', '😀 ÿ ~~~>>> x²']
+
+
+def _smollm2_vocab():
+    from gguf import GGUFReader
+    r = GGUFReader(str(M.smollm2_gguf()))
+    return [M.gguf_field(r, f'tokenizer.ggml.{k}') for k in ('tokens', 'token_type', 'merges')]
+
+
+def _rebuilt_bpe(tmp_path, pre):
+    "SmolLM2's byte-level vocabulary in a tokenizer-only GGUF that says `tokenizer.ggml.pre = pre`, rebuilt: (tokens, merges, Tokenizer)."
+    from tokenizers import Tokenizer
+    tokens, types, merges = _smollm2_vocab()
+    reader = M.write_tokenizer_gguf(tmp_path / f'{pre}.gguf', 'gpt2', tokens, types, pre=pre, merges=merges)
+    out = M.gguf_tokenizer(reader, tmp_path / f'{pre}_tok', M.LlamaConfig(vocab_size=len(tokens)), f'{pre}.gguf')
+    return tokens, merges, Tokenizer.from_file(str(out / 'tokenizer.json'))
+
+
+def test_gguf_sentencepiece_tokenizer_encodes_as_the_original(tmp_path):
+    "A LLaMA-2-style GGUF (tokenizer.ggml.model llama): pieces, scores and types rebuild the SentencePiece model exactly."
+    import sentencepiece as spm
+    text = (DATA / 'en_literature' / 'tempest_gut.txt').read_text(errors='ignore')[:200_000] + \
+           ''.join(json.loads(l)['text'] for l in (DATA / 'zh_news.jsonl').read_text().splitlines()[:200])
+    (tmp_path / 'train.txt').write_text(text)
+    spm.SentencePieceTrainer.train(input=str(tmp_path / 'train.txt'), model_prefix=str(tmp_path / 'orig'), vocab_size=4000, model_type='bpe',
+                                   byte_fallback=True, character_coverage=0.995, normalization_rule_name='identity',
+                                   remove_extra_whitespaces=False, split_digits=False, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / 'orig.model'))
+    toks = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    types = [2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 1 for i in range(len(toks))]
+    reader = M.write_tokenizer_gguf(tmp_path / 'spm.gguf', 'llama', toks, types, scores=[sp.get_score(i) for i in range(len(toks))],
+                             space_prefix=True, unk=sp.unk_id(), bos=sp.bos_id(), eos=sp.eos_id())
+    cfg = M.LlamaConfig(vocab_size=len(toks), hf_extra={'bos_token_id': sp.bos_id(), 'eos_token_id': sp.eos_id()})
+    out = M.gguf_tokenizer(reader, tmp_path / 'tok', cfg, 'spm.gguf')
+    ours = spm.SentencePieceProcessor(model_file=str(out / 'tokenizer.model'))
+    held_out = TEXTS + [(DATA / 'en_literature' / 'hamlet_gut.txt').read_text(errors='ignore')[:20_000]]
+    assert [ours.encode(t) for t in held_out] == [sp.encode(t) for t in held_out]
+    assert ours.encode('x²😀')[-1] != ours.unk_id() and any(sp.is_byte(i) for i in ours.encode('😀'))  # byte fallback kept
+    assert json.loads((out / 'tokenizer_config.json').read_text())['eos_token'] == '</s>'
+    from msllm_nb.train_llm import load_tokenizer
+    enc, dec, eos = load_tokenizer(out)
+    assert enc(TEXTS[0]) == sp.encode(TEXTS[0]) and dec(enc(TEXTS[2])) == TEXTS[2] and eos == sp.eos_id()
+    # a vocabulary SentencePiece cannot load (no unknown piece) is a one-line ConversionError naming the file
+    bad = M.write_tokenizer_gguf(tmp_path / 'bad.gguf', 'llama', toks, [1] * len(toks), scores=[0.0] * len(toks))
+    with pytest.raises(M.ConversionError, match='bad.gguf: its SentencePiece vocabulary does not load'):
+        M.gguf_tokenizer(bad, tmp_path / 'tok2', cfg, 'bad.gguf')
+
+
+def test_gguf_qwen2_tokenizer_splits_as_qwen2(tmp_path):
+    "pre qwen2: the rebuilt tokenizer encodes as transformers' slow Qwen2Tokenizer (Python `regex` + NFC) on the same vocabulary."
+    from transformers import Qwen2Tokenizer
+    tokens, merges, ours = _rebuilt_bpe(tmp_path, 'qwen2')
+    (tmp_path / 'vocab.json').write_text(json.dumps({t: i for i, t in enumerate(tokens)}))
+    (tmp_path / 'merges.txt').write_text('#version: 0.2\n' + '\n'.join(merges) + '\n')
+    slow = Qwen2Tokenizer(str(tmp_path / 'vocab.json'), str(tmp_path / 'merges.txt'), errors='replace', unk_token=None,
+                          bos_token=None, eos_token=None, pad_token=None)
+    for t in TEXTS:
+        assert ours.encode(t, add_special_tokens=False).ids == slow.convert_tokens_to_ids(slow.tokenize(t)), t
+    # Qwen2's split gives single digits (GPT-2's keeps '12345' in one piece)
+    assert len(ours.encode('12345').ids) == 5
+
+
+def test_gguf_llama3_tokenizer_splits_by_its_regex(tmp_path):
+    "pre llama-bpe (Llama 3): the pre-tokenizer's pieces are exactly Python `regex`'s findall of Llama 3's pattern."
+    import regex
+    tokens, merges, tk = _rebuilt_bpe(tmp_path, 'llama-bpe')
+    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+    byte_dec = {v: k for k, v in bytes_to_unicode().items()}  # byte-level symbols back to bytes
+    for t in TEXTS:
+        pieces = [bytes(byte_dec[ch] for ch in p).decode() for p, _ in tk.pre_tokenizer.pre_tokenize_str(t)]
+        assert pieces == regex.findall(M._LLAMA3_SPLIT, t), t
+        assert tk.decode(tk.encode(t).ids) == t
+    assert [p for p, _ in tk.pre_tokenizer.pre_tokenize_str('12345')] == ['123', '45']
+    # a pre-tokenizer whose split we do not reproduce gets no tokenizer (rather than one that splits differently)
+    assert M.gguf_tokenizer(M.write_tokenizer_gguf(tmp_path / 'x.gguf', 'gpt2', tokens, [1] * len(tokens), pre='deepseek-llm', merges=merges),
+                            tmp_path / 'tok2', M.LlamaConfig(vocab_size=len(tokens))) is None

@@ -1,9 +1,10 @@
-"""Integration checks for chapter 00: env_report on the real install, every failure of `msllm-env`, the roadmap runner."""
+"""Integration checks for chapter 00 and 00·1: env_report on the real install, every failure of `msllm-env`, reference processes, the roadmap runner."""
 import json, os, re, subprocess, sys, textwrap
 from pathlib import Path
 import importlib.metadata as md
 import pytest
 import msllm_nb.env as E
+import msllm_nb.course as C
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -104,18 +105,18 @@ def test_console_script_gpu_missing_is_one_line(tmp_path):
 
 
 def test_reference_runs_in_a_child_process():
-    code = ('import sys, msllm_nb.env as E; p = E.run_reference(E.torch_probe); '
+    code = ('import sys, msllm_nb.course as C; p = C.run_reference(C.torch_probe); '
             'assert "torch" not in sys.modules; print(p["installed"])')
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(E.dist_version('torch') is not None)
     with pytest.raises(RuntimeError, match='died without a result'):
-        E.run_reference(os._exit, 3)
+        C.run_reference(os._exit, 3)
 
 
 def test_reference_from_a_script_without_main_guard(tmp_path):
     "A plain script (no `if __name__ == '__main__':`) may call it: the child never re-imports the script."
-    (tmp_path / 'plain.py').write_text('import os, msllm_nb.env as E\nprint("child", E.run_reference(os.getpid) != os.getpid())\n')
+    (tmp_path / 'plain.py').write_text('import os, msllm_nb.course as C\nprint("child", C.run_reference(os.getpid) != os.getpid())\n')
     r = subprocess.run([sys.executable, tmp_path / 'plain.py'], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.splitlines() == ['child True'], (r.stdout, r.stderr[-2000:])  # printed once: not re-run
 
@@ -170,12 +171,12 @@ def test_roadmap_skips_slow_cells_unless_asked(tmp_path):
 
 @pytest.mark.slow
 def test_main_job_runs_every_chapter(tmp_path):
-    "The README's main-job command (after install): every chapter notebook executes."
+    "The README's main-job command (after install): every chapter notebook executes, its cluster cells too (CI's only run of them)."
     r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', ROOT / 'nbs', '--out', tmp_path / 'roadmap'],
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-6000:]
     summary = json.loads((tmp_path / 'roadmap' / 'summary.json').read_text())
-    assert list(summary) == [p.stem for p in E.chapter_notebooks(ROOT / 'nbs')]
+    assert list(summary) == [p.stem for p in C.chapter_notebooks(ROOT / 'nbs')]
     assert summary['05_parity']['skipped_cells']  # 05's SmolLM2 parity: --slow
     assert [c.split(' ', 1)[1] for c in summary['06_train_dp']['skipped_cells']] == ['(slow)']  # SmolLM2 continued pretraining
     assert not (ROOT / 'nbs' / 'output').exists()

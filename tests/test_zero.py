@@ -1,7 +1,7 @@
 """Chapter 07 through train_llm: ZeRO-1 under msrun is bitwise equal to plain data parallel, its per-rank checkpoints
 resume exactly (same or different rank count) and merge into the plain optimizer state; gradient accumulation equals
 the big batch; an fp16 overflow skips the step and halves the loss scale; the memory estimator's formulas and CLI."""
-import json, shutil
+import json, os, random, shutil, signal, subprocess, time
 from pathlib import Path
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ import pytest
 import msllm_nb.model as msm
 import msllm_nb.train_llm as tl
 import msllm_nb.zero as z
-from train_helpers import BIN, STEPS, args, run, msrun, train_records, final_weights, digests, check_dp, one_record_per_step
+from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, final_weights, digests, check_dp, one_record_per_step
 
 
 # ---- the estimator (no compute)
@@ -17,12 +17,14 @@ from train_helpers import BIN, STEPS, args, run, msrun, train_records, final_wei
 def test_estimator_matches_the_formulas_for_7b():
     c = msm.PRESETS['7b']; P = msm.param_count(c)
     assert 6.7e9 < P < 6.8e9
-    m = z.estimate_memory(c, 4096, 1, 'mixed')
+    m = z.estimate_memory(c, 4096, 1, 'bf16')
     assert m['weights'] == 2 * P and m['gradients'] == 2 * P and m['optimizer'] == 12 * P  # 16 B/param: 7e9 → 112 GB
     assert (m['weights'] + m['gradients'] + m['optimizer']) / P == 16
+    assert z.estimate_memory(c, 4096, 1, 'fp16') == m  # train_llm's spellings: fp16 and bf16 take the same bytes
+    with pytest.raises(ValueError, match="precision 'mixed': fp32, fp16 or bf16"): z.estimate_memory(c, precision='mixed')
     assert z.estimate_memory(c, 4096, 1, 'fp32')['optimizer'] == 8 * P
     for stage, sharded in ((1, {'optimizer'}), (2, {'optimizer', 'gradients'}), (3, {'optimizer', 'gradients', 'weights'})):
-        s = z.estimate_memory(c, 4096, 1, 'mixed', dp=8, zero=stage)
+        s = z.estimate_memory(c, 4096, 1, 'bf16', dp=8, zero=stage)
         for k in ('weights', 'gradients', 'optimizer'):
             assert s[k] == pytest.approx(m[k] / 8 if k in sharded else m[k]), (stage, k)
     # attention scores: heads × s² × 2 B per layer, gone with flash attention
@@ -56,7 +58,7 @@ def test_cpu_backend_estimate():
     assert cpu['runtime'] == z.CPU_RUNTIME['fixed'] + 3 * z.CPU_RUNTIME['per_layer'] and dev['runtime'] == 0
     assert cpu['total'] == pytest.approx(sum(cpu[k] for k in ('weights', 'gradients', 'optimizer', 'activations', 'runtime')))
     assert cpu['activations'] > 3 * dev['activations']  # nothing reused on CPU
-    for bad in (dict(precision='mixed'), dict(recompute=True), dict(flash=True), dict(tp=2)):
+    for bad in (dict(precision='fp16'), dict(recompute=True), dict(flash=True), dict(tp=2)):
         with pytest.raises(ValueError, match='backend cpu models fp32'): z.estimate_memory(c, 160, 3, **{'precision': 'fp32', **bad}, backend='cpu')
     with pytest.raises(ValueError, match="backend 'tpu'"): z.estimate_memory(c, backend='tpu')
 
@@ -93,7 +95,7 @@ def test_memory_cli(tmp_path):
     r = run([BIN / 'msllm-memory', '--interconnect', 'carrier-pigeon'])
     assert r.returncode == 2 and 'interconnect' in r.stderr
     for bad, msg in ((['--devices', '0'], '--devices must be at least 1, got 0'), (['--device_gb', '0'], '--device_gb must be above 0, got 0'),
-                     (['--seq_len', '-5'], '--seq_len must be at least 1, got -5'), (['--precision', 'bf17'], "--precision must be mixed or fp32, got 'bf17'")):
+                     (['--seq_len', '-5'], '--seq_len must be at least 1, got -5'), (['--precision', 'bf17'], "--precision must be fp32, fp16 or bf16, got 'bf17'")):
         r = run([BIN / 'msllm-memory', *bad])
         assert r.returncode == 2 and r.stderr.strip() == f'msllm-memory: {msg}', r.stderr[-1500:]  # one line, no traceback
 
@@ -148,13 +150,35 @@ def truncate_to(run_dir, out, step):
     # metrics.jsonl keeps the records after `step`, as a crash between two checkpoints leaves them: the resume must supersede them
 
 
+def processes_of(out):
+    "Processes whose command line names the run folder `out` (msrun, its scheduler, the workers)."
+    pids = []
+    for d in Path('/proc').glob('[0-9]*'):
+        try: cmd = (d / 'cmdline').read_bytes().replace(b'\0', b' ').decode(errors='replace')
+        except OSError: continue
+        if str(out) in cmd: pids.append(int(d.name))
+    return pids
+
+
 @pytest.mark.cluster
-def test_zero1_resume_is_exact(tokens, zero_run, tmp_path):
-    out = tmp_path / 'run'; truncate_to(zero_run, out, 6)
+def test_zero1_sigkill_under_msrun_then_resume_is_exact(tokens, zero_run, tmp_path):
+    "A real crash, as a node failure is: every process of the msrun job (launcher, scheduler, both ZeRO-1 workers) killed with SIGKILL between two checkpoints."
+    out, kill_at = tmp_path / 'run', random.Random().choice([7, 8, 10, 11])  # a step after checkpoint 6 or 9: some records to supersede
+    env = {**os.environ, 'GLOG_v': '3', 'PATH': f"{BIN}:{os.environ.get('PATH', '')}"}
+    p = subprocess.Popen([str(c) for c in msrun_cmd(tokens, out, 'zero=1')], env=env, start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None and not any(r['step'] >= kill_at for r in tl.read_metrics(out, 'train')): time.sleep(0.05)
+    assert p.poll() is None, 'the run ended before the kill'
+    os.killpg(p.pid, signal.SIGKILL); p.wait()  # the launcher and the scheduler
+    for pid in processes_of(out): os.kill(pid, signal.SIGKILL)  # msrun starts each worker in a session of its own (setsid)
+    time.sleep(1)
+    assert processes_of(out) == [], 'processes of the killed job are still there'
     msrun(tokens, out, 'zero=1', '--resume')
-    assert [e['checkpoint'] for e in tl.read_metrics(out, 'event') if e['event'] == 'resumed'] == ['step_00000006']
-    assert digests(out, 2) == digests(zero_run, 2) and train_records(out) == train_records(zero_run)  # one record per step
-    assert len([l for l in one_record_per_step(out) if json.loads(l)['kind'] == 'train']) == STEPS - 6  # set aside under msrun too
+    resumed = [e for e in tl.read_metrics(out, 'event') if e['event'] == 'resumed']
+    assert len(resumed) == 1 and resumed[0]['checkpoint'] in ('step_00000006', 'step_00000009'), (kill_at, resumed)
+    assert digests(out, 2) == digests(zero_run, 2) and train_records(out) == train_records(zero_run)  # bitwise; one record per step
+    sup = [json.loads(l)['step'] for l in one_record_per_step(out) if json.loads(l)['kind'] == 'train']
+    assert sorted(sup) == list(range(resumed[0]['step'] + 1, resumed[0]['step'] + 1 + len(sup))) and sup, (kill_at, sup)  # set aside
 
 
 @pytest.mark.cluster

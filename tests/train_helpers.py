@@ -9,7 +9,7 @@ STEPS = 12
 
 
 def args(tokens, out, *extra, batch=8):
-    return ['--config', 'tiny', '--out_dir', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', f'batch_size={batch}',
+    return ['--config', 'tiny', '--out', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', f'batch_size={batch}',
             'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
 
 
@@ -43,10 +43,15 @@ def digests(out, world):
     return [json.loads((Path(out) / 'ranks' / f'rank_{r}.json').read_text())['params_sha256'] for r in range(world)]
 
 
+def msrun_cmd(tokens, out, *extra):
+    "The msrun command line: 2 local workers of 4 rows each (the reference's global batch)."
+    return [BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
+            '--join=True', tl.__file__, *args(tokens, out, *extra, batch=4)]
+
+
 def msrun(tokens, out, *extra):
     "train_llm under msrun with 2 local workers of 4 rows each (the reference's global batch)."
-    r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
-             '--join=True', tl.__file__, *args(tokens, out, *extra, batch=4)], timeout=900)
+    r = run(msrun_cmd(tokens, out, *extra), timeout=900)
     assert r.returncode == 0, launch_report(r, out / 'logs')
     return out
 
