@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')  # before any mindspore import: silences its C++ WARNING flood
-import contextlib, ctypes.util, glob, importlib.metadata as md, importlib.util, io, json, multiprocessing as mp
+import contextlib, ctypes.util, glob, importlib.metadata as md, importlib.util, io, json
 import platform, re, shutil, subprocess, sys, time
 from pathlib import Path
 from fastcore.script import call_parse, Param, store_true
