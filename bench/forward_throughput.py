@@ -33,7 +33,7 @@ def torch_forward(hf_dir, shapes, reps):
 
 def ms_forward(ckpt, shapes, reps, mode):
     import numpy as np, mindspore as ms
-    from msllm_nb.model import load_model
+    from msllm_nb.formats import load_model
     ms.set_device('CPU'); ms.set_context(mode=mode)
     model = load_model(ckpt); model.set_train(False)
     out = {}
@@ -50,12 +50,13 @@ def ms_forward(ckpt, shapes, reps, mode):
 def main():
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
-    import msllm_nb.model as M
+    import msllm_nb.fixtures as fx
+    import msllm_nb.convert as cv
     from msllm_nb.course import run_reference
     import forward_throughput as H  # this file as a module: spawned children import the functions by name
-    hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
+    hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = Path(tmp) / 'smol.ckpt'; M.convert_hf_to_ms(hf, ckpt)
+        ckpt = Path(tmp) / 'smol.ckpt'; cv.convert_hf_to_ms(hf, ckpt)
         pt = run_reference(H.torch_forward, hf, SHAPES, REPS)
         graph = run_reference(H.ms_forward, str(ckpt), SHAPES, REPS, ms.GRAPH_MODE)
         pyn = run_reference(H.ms_forward, str(ckpt), SHAPES, REPS, ms.PYNATIVE_MODE)

@@ -18,7 +18,7 @@ PROG = '''
 import json, re, resource, sys
 from pathlib import Path
 import msllm_nb.parity as P
-from msllm_nb.model import load_model
+from msllm_nb.formats import load_model
 sys.path.insert(0, BENCH)
 import parity_memory as PM
 HF, CKPT, HELD = sys.argv[1], sys.argv[2], sys.argv[3] == 'held'
@@ -47,13 +47,13 @@ def reference_with_peak(hf, ids, n_gen):
 
 def main():
     from msllm_nb.course import run_reference
-    import msllm_nb.model as M
-    import msllm_nb.model as C
-    hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
+    import msllm_nb.fixtures as fx
+    import msllm_nb.convert as cv
+    hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = Path(tmp) / 'smol.ckpt'
-        C.convert_gguf_to_ms(M.smollm2_gguf(), ckpt)
+        cv.convert_gguf_to_ms(fx.smollm2_gguf(), ckpt)
         size = ckpt.stat().st_size
         for name, mode in (('check_parity: the reference first, then the MindSpore model', 'seq'),
                            ('baseline: both models held at once', 'held')):

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os, sys
 os.environ.setdefault('GLOG_v', '3')
-import json, math, re, socket, tempfile, threading, time
+import json, math, socket, subprocess, tempfile, threading, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np
@@ -166,7 +166,7 @@ def param_changes(a:str|Path, # an earlier model checkpoint (.ckpt/.safetensors)
                   b:str|Path # a later one of the same model
                  )->dict[str, float]:
     "Relative change ‖b − a‖ / ‖a‖ of every tensor between two checkpoints."
-    from msllm_nb.model import load_ms_weights
+    from msllm_nb.formats import load_ms_weights
     wa, wb = load_ms_weights(a), load_ms_weights(b)
     if wa.keys() != wb.keys():
         raise ValueError(f'{a} and {b} hold different tensors: {sorted(wa.keys() ^ wb.keys())[:5]}')

@@ -12,9 +12,10 @@ from pathlib import Path
 from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
-__all__ = ['SUPPORTED_PYTHON', 'dist_version', 'import_providers', 'module_dir', 'top_level_names', 'ms_plugins', 'cuda_info',
-           'ascend_info', 'mf_version_map', 'mf_pairing', 'env_report', 'env_problems', 'format_report', 'ms_run_check',
-           'smoke_test', 'version_claims', 'env_cli']
+__all__ = ['SUPPORTED_PYTHON', 'TUTORIAL_VERSION_TABLE', 'GPU_MIN_CUDA', 'dist_version', 'import_providers', 'module_dir',
+           'top_level_names', 'ms_plugins', 'cuda_info', 'ascend_info', 'mf_version_map', 'mf_pairing', 'env_report',
+           'env_problems', 'format_report', 'ms_run_check', 'smoke_test', 'gpu_plugin_libs', 'check_version_table',
+           'wheel_facts', 'env_cli']
 
 # %% ../nbs/00_env.ipynb #724b1833
 def dist_version(name:str # distribution (pip) name, e.g. `mindspore`
@@ -233,48 +234,95 @@ def smoke_test(device:str='CPU', # CPU, GPU or Ascend
             'loss_before': l0, 'loss_after': l1, 'ok': bool(err < 1e-2 * n**0.5 and l1 < l0)}
 
 # %% ../nbs/00_env.ipynb #40cb9374
-def _mf_ms_for(vmap, ms_v): return (vmap or {}).get('ms', {}).get(ms_v, {}).get('support')
+# the tutorial's table (its section 1.1): MindSpore, CUDA, PyTorch, the hardware it names, and the gist of its note
+TUTORIAL_VERSION_TABLE = [
+    {'mindspore': '2.2.0', 'cuda': '11.8', 'pytorch': '1.13.1 / 2.0.0', 'hardware': 'A100 40G, V100 32G', 'note': 'the stable one, for production'},
+    {'mindspore': '2.3.0', 'cuda': '12.1', 'pytorch': '2.1.0', 'hardware': 'H800, A800', 'note': 'new cards, newer communication library'},
+    {'mindspore': '2.4.0', 'cuda': '12.3', 'pytorch': '2.1.2+', 'hardware': 'Ascend 910B', 'note': 'Ascend support'},
+    {'mindspore': '2.5.0', 'cuda': '12.3', 'pytorch': '2.2.0', 'hardware': 'A100, H800', 'note': 'newest features, some operators incompatible'},
+]
+# the first CUDA release that compiles for each generation (NVIDIA's CUDA toolkit release notes)
+GPU_MIN_CUDA = {'V100': ('Volta sm_70', '9.0'), 'A100': ('Ampere sm_80', '11.0'), 'A800': ('Ampere sm_80', '11.0'),
+                'H100': ('Hopper sm_90', '11.8'), 'H800': ('Hopper sm_90', '11.8')}
 
-def version_claims(report:dict|None=None # from `env_report`; computed if None
-                  )->list[dict]:
-    "The usual version-table claims, each marked verified / contradicted / not checkable here, with evidence."
+def _ver(s:str)->tuple: return tuple(int(x) for x in re.findall(r'\d+', s)[:2])
+
+def gpu_plugin_libs(ms_dir:Path|None=None # the `mindspore` package directory; found without importing if None
+                   )->dict:
+    "CUDA version of each GPU plugin in the wheel → the CUDA runtime and cuDNN libraries it is linked against (its ELF strings)."
+    import mmap
+    ms_dir = Path(ms_dir) if ms_dir else module_dir('mindspore')
+    out = {}
+    for so in sorted((ms_dir/'lib'/'plugin').glob('libmindspore_gpu.so.*')) if ms_dir else []:
+        with open(so, 'rb') as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            out[so.name.split('.so.')[1]] = sorted({x.decode() for x in re.findall(rb'(lib(?:cudart|cudnn)\.so\.[\d.]*\d)\x00', m)})
+    return out
+
+def _cuda_cell(row, libs, ms_v, cann):
+    "Verdict and evidence for one row's CUDA version."
+    if row['hardware'].startswith('Ascend'):
+        return 'wrong', f"Ascend runs on CANN, not CUDA: MindFormers' map pairs mindspore {row['mindspore']} with CANN {'/'.join(cann or ['?'])}"
+    runtimes = sorted({l.split('.so.')[1] for v in libs.values() for l in v if l.startswith('libcudart')})
+    have = ', '.join(f'{v} → {"/".join(ls)}' for v, ls in libs.items()) or 'none'
+    if not runtimes: return 'not checkable here', f'mindspore {ms_v} ships no GPU plugin to inspect'
+    if all(_ver(row['cuda'])[0] != _ver(r)[0] for r in runtimes):
+        return 'wrong', (f"no plugin links a CUDA {_ver(row['cuda'])[0]} runtime: mindspore {ms_v}, newer than every row, ships {have}; "
+                         f"a CUDA {row['cuda']} toolkit has no libcudart.so.{_ver(runtimes[0])[0]}")
+    return 'partly', (f"no {row['cuda']} build exists (plugins: {have}); the {max(libs, key=_ver)} plugin loads on a {row['cuda']} runtime "
+                      "through CUDA's minor-version compatibility")
+
+def _hardware_cell(row, libs):
+    "Verdict and evidence for one row's hardware: does every GPU named have a CUDA new enough, in the row and in the wheel?"
+    if row['hardware'].startswith('Ascend'): return 'not checkable here', 'no Ascend device or CANN on this machine'
+    gpus = [g for g in GPU_MIN_CUDA if g in row['hardware']]
+    need = {g: GPU_MIN_CUDA[g][1] for g in gpus}
+    newest = max(libs, key=_ver) if libs else None
+    short = [g for g in gpus if newest and _ver(newest) < _ver(need[g])]
+    ev = ', '.join(f'{g} ({GPU_MIN_CUDA[g][0]}) needs CUDA ≥ {need[g]}' for g in gpus)
+    if short: return 'partly', (f"{ev}; the newest plugin is a CUDA {newest} build, older than {', '.join(short)} needs: such a card runs "
+                                'it only from PTX that its driver compiles, at the first launch of each kernel')
+    return 'holds', f'{ev}; the row gives CUDA {row["cuda"]}'
+
+def check_version_table(report:dict|None=None # from `env_report`; computed if None
+                       )->list[dict]:
+    "Every cell of the tutorial's version table with a verdict (holds, wrong, partly, not checkable here) and its evidence."
     r = report or env_report()
-    p, vmap = r['mindspore']['plugins'], mf_version_map()
-    ms_v = r['mindspore']['version']
-    ms_req = md.requires('mindspore') if ms_v else []
-    np_req = [q for q in (ms_req or []) if q.lower().startswith('numpy')]
-    rows = []
-    def add(claim, status, evidence): rows.append({'claim': claim, 'status': status, 'evidence': evidence})
-    add('One `mindspore` wheel covers CPU, GPU and Ascend (no separate `mindspore-gpu` package since 2.0)',
-        'verified' if p['cpu'] and p['gpu'] and p['ascend'] else 'contradicted',
-        f"mindspore {ms_v} ships plugins: cpu={p['cpu']}, gpu={'/'.join(p['gpu']) or 'none'}, ascend={p['ascend']}")
-    add('MindSpore GPU needs CUDA 11.1 or 11.6',
-        'verified' if p['gpu'] and set(p['gpu']) <= {'11.1', '11.6'} else 'contradicted',
-        f"GPU plugins in the installed wheel: CUDA {'/'.join(p['gpu']) or 'none'}")
-    add('MindSpore GPU runs on CUDA 12 (e.g. for H100)',
-        'verified' if any(v.startswith('12') for v in p['gpu']) else 'contradicted',
-        f"no CUDA 12 plugin in mindspore {ms_v}; H100 (sm_90) needs CUDA ≥ 11.8, newer than any plugin shipped"
-        if not any(v.startswith('12') for v in p['gpu']) else 'CUDA 12 plugin present')
-    for ms_old, cann in (('2.3.0', '8.0.RC2'), ('2.4.0', '8.0.RC3')):
-        got = _mf_ms_for(vmap, ms_old)
-        add(f'MindSpore {ms_old[:3]} on Ascend pairs with CANN {cann}',
-            'not checkable here' if got is None else ('verified' if cann in got else 'contradicted'),
-            'mindformers not installed' if got is None else f'MindFormers VERSION_MAP: mindspore {ms_old} → CANN {"/".join(got)}')
+    vmap, libs, ms_v = mf_version_map() or {}, gpu_plugin_libs(), r['mindspore']['version']
+    torch_req = [q for q in (md.requires('mindspore') or []) if q.lower().startswith('torch')] if ms_v else []
+    out = []
+    for row in TUTORIAL_VERSION_TABLE:
+        cann = vmap.get('ms', {}).get(row['mindspore'], {}).get('support')
+        known = sorted(vmap.get('ms', {}), key=_ver)
+        cells = {'mindspore': ('holds', f"a release: MindFormers' map pairs it with CANN {'/'.join(cann)}") if cann else
+                              ('not checkable here', f"not in MindFormers' map (it lists {', '.join(known)}); only mindspore {ms_v} is installed"),
+                 'cuda': _cuda_cell(row, libs, ms_v, cann),
+                 'pytorch': ('partly', f"mindspore {ms_v} declares {', '.join(torch_req) or 'no torch requirement'}: any PyTorch "
+                             "works beside it, in its own process (00·1), so the column is advice, not a pairing"),
+                 'hardware': _hardware_cell(row, libs),
+                 'note': ('not checkable here', 'a judgement of stability, not a fact a machine can test')}
+        out += [{'mindspore': row['mindspore'], 'column': k, 'value': row[k], 'verdict': v, 'evidence': e} for k, (v, e) in cells.items()]
+    return out
+
+# %% ../nbs/00_env.ipynb #34b80071
+def wheel_facts(report:dict|None=None # from `env_report`; computed if None
+               )->list[dict]:
+    "What the installed mindspore and mindformers declare about themselves: back ends, CUDA builds, Python, NumPy, the pairing."
+    r = report or env_report()
+    p, ms_v = r['mindspore']['plugins'], r['mindspore']['version']
+    if not ms_v: return [{'fact': 'mindspore', 'value': 'not installed', 'evidence': 'no mindspore distribution found'}]
+    dist = md.distribution('mindspore')
+    wheel = next((f for f in dist.files or [] if f.name == 'WHEEL'), None)
+    tags = [l.split(': ', 1)[1] for l in (wheel.read_text() if wheel else '').splitlines() if l.startswith('Tag: ')]
+    reqs = md.requires('mindspore') or []
     mf_v, pair = r['mindformers']['version'], r['mindformers']['pairing']
-    add(f'mindformers {mf_v} pairs with mindspore {ms_v}',
-        {True: 'verified', False: 'contradicted', None: 'not checkable here'}[pair['ok']],
-        f"VERSION_MAP declares mindformers {mf_v} for mindspore {_fmt(pair['declared'])}")
-    add('Any numpy works with MindSpore', 'contradicted' if any('<2' in q for q in np_req) else 'verified',
-        f"mindspore {ms_v} declares: {', '.join(np_req) or 'no numpy pin'}")
-    torch_req = [q for q in (ms_req or []) if q.lower().startswith('torch')]
-    add('The PyTorch version must match the MindSpore version', 'contradicted' if not torch_req else 'verified',
-        f"mindspore {ms_v} declares no torch requirement; torch {r['torch']['version'] or '(not installed)'} "
-        "runs beside it in its own process")
-    add('MindSpore 2.2 supports Python 3.7–3.9 only', 'not checkable here',
-        f"only mindspore {ms_v} is installed; it runs here on Python {r['python']['version']}")
-    add('Ascend 910 / 910B and A100 / V100 are the supported accelerators', 'not checkable here',
-        f"no accelerator on this machine (GPU usable: {r['devices']['GPU']}, Ascend usable: {r['devices']['Ascend']})")
-    return rows
+    rows = [('back ends in one wheel', f"cpu={p['cpu']}, gpu={'/'.join(p['gpu']) or 'none'}, ascend={p['ascend']}", 'lib/plugin/ of the wheel'),
+            ('GPU plugins link', '; '.join(f'{k}: {", ".join(v)}' for k, v in gpu_plugin_libs().items()) or 'none', 'the plugins\' ELF strings'),
+            ('Python', f"Requires-Python {dist.metadata['Requires-Python']}, tags {', '.join(tags) or '?'}", f'mindspore {ms_v} metadata'),
+            ('NumPy', ', '.join(q for q in reqs if q.lower().startswith('numpy')) or 'no pin', f'mindspore {ms_v} requirements'),
+            ('PyTorch', ', '.join(q for q in reqs if q.lower().startswith('torch')) or 'no requirement', f'mindspore {ms_v} requirements'),
+            ('mindformers pairing', f"mindformers {mf_v} declares mindspore {_fmt(pair['declared'])}: {'ok' if pair['ok'] else pair['ok']}",
+             "MindFormers' VERSION_MAP.json")]
+    return [{'fact': a, 'value': b, 'evidence': c} for a, b, c in rows]
 
 # %% ../nbs/00_env.ipynb #0cef7ead
 @call_parse

@@ -13,7 +13,9 @@ import mindspore as ms
 from mindspore import Tensor
 from fastcore.script import call_parse, Param
 from .course import run_reference
-from .model import LlamaForCausalLM, convert_hf_to_ms, load_model, generate
+from .model import LlamaForCausalLM, generate
+from .convert import convert_hf_to_ms
+from .formats import load_model
 
 # %% auto #0
 __all__ = ['TOLERANCE', 'ARCH_FIELDS', 'hf_reference', 'ms_outputs', 'compare', 'same_architecture', 'check_parity',
@@ -70,7 +72,8 @@ ARCH_FIELDS = ('vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_lay
 def same_architecture(hf_dir:Path, ckpt:str|Path):
     "Refuse, before any compute, a checkpoint whose config is not the Hugging Face model's (a conversion of another model)."
     import warnings
-    from msllm_nb.model import LlamaConfig, from_hf_config
+    from msllm_nb.model import LlamaConfig
+    from msllm_nb.convert import from_hf_config
     if not (hf_dir/'config.json').exists(): raise FileNotFoundError(f'{hf_dir/"config.json"}: missing (is {hf_dir} a Hugging Face model folder?)')
     y = Path(ckpt).with_suffix('.yaml')
     if not y.exists(): raise FileNotFoundError(f'{y}: the checkpoint\'s config is missing')
@@ -119,7 +122,9 @@ def break_checkpoint(src:str|Path, # a good MindSpore checkpoint (with its .yaml
                      kind:str # 'transpose_q' (transpose the square q weights), 'rotary' (wrong q/k permutation), 'swap_kv_bias' (layer 0's k and v biases swapped) or 'swap_norms' (layer 0's two norm weights swapped)
                     )->Path:
     "Write a deliberately wrong conversion, to show that parity catches it."
-    from msllm_nb.model import load_ms_weights, save_ms_weights, permute_meta_qk, LlamaConfig
+    from msllm_nb.formats import load_ms_weights, save_ms_weights
+    from msllm_nb.convert import permute_meta_qk
+    from msllm_nb.model import LlamaConfig
     cfg = LlamaConfig.from_yaml(Path(src).with_suffix('.yaml'))
     w = load_ms_weights(src)
     for k in list(w):

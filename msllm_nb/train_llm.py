@@ -15,6 +15,7 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, ParameterTuple
 from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
+import msllm_nb.formats as msf
 import msllm_nb.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
@@ -102,7 +103,7 @@ class Checkpoints:
         d = self.root/f'step_{step:08d}'; d.mkdir(parents=True, exist_ok=True)
         files = {}
         for stem, t in tensors.items():
-            msm.save_ms_weights(t.items(), d/f'{stem}.ckpt', cfg)
+            msf.save_ms_weights(t.items(), d/f'{stem}.ckpt', cfg)
             files[f'{stem}.ckpt'] = {'bytes': (d/f'{stem}.ckpt').stat().st_size, 'crc32': file_crc(d/f'{stem}.ckpt')}
         for name in extra:
             if not (d/name).exists(): raise FileNotFoundError(f'{d/name}: another rank\'s file is missing (is out_dir on a shared filesystem?)')
@@ -543,7 +544,7 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
         raise ValueError(f'{out} already has checkpoints {ck.steps()[:3]}: pass --resume to continue, or choose another out_dir')
     ms.set_context(mode=ms.GRAPH_MODE if cfg.mode == 'graph' else ms.PYNATIVE_MODE)
     ms.set_seed(cfg.seed); np.random.seed(cfg.seed)
-    model = msm.load_model(cfg.init_from) if cfg.init_from else msm.LlamaForCausalLM(info['model'])
+    model = msf.load_model(cfg.init_from) if cfg.init_from else msm.LlamaForCausalLM(info['model'])
     loss_cell = LossCell(model)
     if cfg.zero_impl == 'mindspore' and cfg.zero:  # untested here (no Ascend/GPU): the real keys, not the tutorial's optimizer_shard=True
         ms.set_auto_parallel_context(enable_parallel_optimizer=True, parallel_optimizer_config={
@@ -569,7 +570,7 @@ def save_checkpoint(run:Run, step:int):
     if run.sharded:  # ZeRO-1: every rank writes its own optimizer shard before rank 0 writes the manifest
         d = run.ck.root/f'step_{step:08d}'
         moments = {k: v for k, v in t.pop('optimizer').items() if not k.startswith('zero.')}  # master slices = slices of model.ckpt
-        msm.save_ms_weights(moments.items(), d/f'optimizer.rank{rank:04d}.ckpt', run.info['model'])
+        msf.save_ms_weights(moments.items(), d/f'optimizer.rank{rank:04d}.ckpt', run.info['model'])
         extra = [f'optimizer.rank{r:04d}.ckpt' for r in range(run.world)]
         if run.barrier is not None: run.barrier()
     if rank == 0:

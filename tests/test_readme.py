@@ -1,6 +1,6 @@
 """README.md is generated from nbs/index.ipynb (Quarto, which nbdev_readme needs, cannot be installed here).
 
-`python tests/test_readme.py --write` regenerates it; the tests below fail when the two drift apart, and check that
+`python tests/test_readme.py --write` regenerates it (first putting the claims ledger of nbs/ledger/ into index.ipynb); the tests below fail when the two drift apart, and check that
 the chapter table matches the notebooks that exist and that the README's two commands are the ones CI runs.
 """
 import json, re, sys
@@ -50,9 +50,24 @@ def test_chapter_table_matches_notebooks():
     assert existing <= {r[1] for r in rows}, f'notebooks missing from the README table: {existing - {r[1] for r in rows}}'
 
 
+def write_ledger_into_index(index=ROOT / 'nbs' / 'index.ipynb'):
+    "Put the current claims ledger (00·2, from nbs/ledger/*.json) into index.ipynb, after the chapter table."
+    from msllm_nb.ledger import ledger_markdown, LEDGER_HEADING
+    nb = json.loads(Path(index).read_text(encoding='utf-8'))
+    src = ledger_markdown(index.parent).splitlines(keepends=True)
+    cells = nb['cells']
+    at = next((i for i, c in enumerate(cells) if ''.join(c['source']).startswith(LEDGER_HEADING)), None)
+    if at is None:
+        at = next(i for i, c in enumerate(cells) if ''.join(c['source']).startswith('## Chapters')) + 1
+        cells.insert(at, {'cell_type': 'markdown', 'id': 'a7e1d9c0', 'metadata': {}, 'source': []})
+    cells[at]['source'] = src
+    Path(index).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+
+
 if __name__ == '__main__':
     if sys.argv[1:] == ['--write']:
+        write_ledger_into_index()
         (ROOT / 'README.md').write_text(readme_from_index(), encoding='utf-8')
-        print('README.md regenerated from nbs/index.ipynb')
+        print('README.md regenerated from nbs/index.ipynb (with the claims ledger from nbs/ledger/)')
     else:
         print(readme_from_index())

@@ -70,7 +70,7 @@ def test_reference_run_outputs(reference):
     assert ck.steps() == [12, 9, 6] and (Path(reference) / 'checkpoints' / 'latest').read_text().strip() == 'step_00000012'
     ev = list((Path(reference) / 'tb').glob('events.out.tfevents.*'))
     assert ev and b'train/loss' in ev[0].read_bytes() and b'val/loss' in ev[0].read_bytes()
-    from msllm_nb.model import load_model
+    from msllm_nb.formats import load_model
     load_model(Path(reference) / 'checkpoints' / 'step_00000012' / 'model.ckpt')  # a plain model checkpoint, strict load
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import msllm_nb.model as msm
+import msllm_nb.formats as msf
 import msllm_nb.train_llm as tl
 import msllm_nb.zero as z
 from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, final_weights, digests, check_dp, one_record_per_step
@@ -136,8 +137,8 @@ def test_zero1_is_bitwise_equal_to_data_parallel(zero_run, msrun_dp):
 @pytest.mark.cluster
 def test_zero1_shards_merge_into_the_plain_state(zero_run, msrun_dp, tmp_path):
     dz = tmp_path / 'ck'; shutil.copytree(zero_run / 'checkpoints' / f'step_{STEPS:08d}', dz)
-    merged = msm.load_ms_weights(z.merge_zero_checkpoint(dz))
-    plain = msm.load_ms_weights(msrun_dp / 'checkpoints' / f'step_{STEPS:08d}' / 'optimizer.ckpt')
+    merged = msf.load_ms_weights(z.merge_zero_checkpoint(dz))
+    plain = msf.load_ms_weights(msrun_dp / 'checkpoints' / f'step_{STEPS:08d}' / 'optimizer.ckpt')
     assert sorted(merged) == sorted(plain) and all(np.array_equal(merged[k], plain[k]) for k in plain)
 
 

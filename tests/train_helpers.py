@@ -35,7 +35,7 @@ def one_record_per_step(out):
 
 
 def final_weights(out):
-    from msllm_nb.model import load_ms_weights
+    from msllm_nb.formats import load_ms_weights
     return load_ms_weights(Path(out) / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt')
 
 
