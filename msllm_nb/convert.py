@@ -104,6 +104,12 @@ def _torch_linear_shape(i, o):
     import torch
     return tuple(torch.nn.Linear(i, o).weight.shape)
 
+def _transformers_backends()->tuple:
+    "The installed transformers' version and which of the frameworks it can run on it knows of (for `run_reference`)."
+    import transformers, transformers.utils.import_utils as iu
+    names = ('torch', 'tf', 'flax', 'mlx', 'mindspore')
+    return transformers.__version__, [n for n in names if hasattr(iu, f'is_{n}_available')]
+
 # %% ../nbs/04_convert.ipynb #8703c9ad
 class ConversionError(ValueError): pass
 

@@ -320,7 +320,7 @@ def wheel_facts(report:dict|None=None # from `env_report`; computed if None
             ('Python', f"Requires-Python {dist.metadata['Requires-Python']}, tags {', '.join(tags) or '?'}", f'mindspore {ms_v} metadata'),
             ('NumPy', ', '.join(q for q in reqs if q.lower().startswith('numpy')) or 'no pin', f'mindspore {ms_v} requirements'),
             ('PyTorch', ', '.join(q for q in reqs if q.lower().startswith('torch')) or 'no requirement', f'mindspore {ms_v} requirements'),
-            ('mindformers pairing', f"mindformers {mf_v} declares mindspore {_fmt(pair['declared'])}: {'ok' if pair['ok'] else pair['ok']}",
+            ('mindformers pairing', f"mindformers {mf_v} declares mindspore {_fmt(pair['declared'])}: { {True: 'ok', False: 'not this pair', None: 'not checkable'}[pair['ok']]}",
              "MindFormers' VERSION_MAP.json")]
     return [{'fact': a, 'value': b, 'evidence': c} for a, b, c in rows]
 

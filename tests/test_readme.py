@@ -61,7 +61,7 @@ def write_ledger_into_index(index=ROOT / 'nbs' / 'index.ipynb'):
         at = next(i for i, c in enumerate(cells) if ''.join(c['source']).startswith('## Chapters')) + 1
         cells.insert(at, {'cell_type': 'markdown', 'id': 'a7e1d9c0', 'metadata': {}, 'source': []})
     cells[at]['source'] = src
-    Path(index).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+    Path(index).write_text(json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')  # as nbdev_clean writes it
 
 
 if __name__ == '__main__':
