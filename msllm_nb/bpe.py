@@ -7,12 +7,12 @@ from __future__ import annotations
 import hashlib, io, itertools, json, re, sys, unicodedata
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, NamedTuple
 from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
 __all__ = ['SPECIALS', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces', 'VocabTooSmall', 'train_bpe', 'coverage',
-           'export_hf_tokenizer', 'check_texts', 'bpe_cli']
+           'export_hf_tokenizer', 'check_texts', 'Tokenizer', 'load_tokenizer', 'bpe_cli']
 
 # %% ../nbs/02_bpe.ipynb #8410d7c7
 SPECIALS = dict(unk_id=0, bos_id=1, eos_id=2, pad_id=3)  # <unk> <s> </s> <pad>, the tutorial's ids
@@ -164,6 +164,45 @@ def check_texts(inputs:list, heldout_frac:float=0.05, n:int=200)->tuple[list[str
     held = [t for t, _, s in itertools.islice(((t, d, s) for t, d, s in iter_clean_texts(inputs) if is_heldout(s, heldout_frac)), n)]
     if held: return held, 'held-out documents'
     return [t for t, _, _ in itertools.islice(iter_clean_texts(inputs), n)], 'training documents (none is held out)'
+
+# %% ../nbs/02_bpe.ipynb #66a90a40
+class Tokenizer(NamedTuple):
+    "A loaded tokenizer: `encode` (no special tokens added), `decode`, the EOS and BOS ids (None if it has none), its size and file."
+    encode: Callable
+    decode: Callable
+    eos_id: int|None
+    bos_id: int|None
+    vocab_size: int
+    path: str
+
+def _hf_special(folder:Path, tk, name:str)->int|None:
+    "The id of the `name` ('bos'/'eos') token of a Hugging Face folder: config.json's `<name>_token_id`, else tokenizer_config.json's `<name>_token`."
+    cfg, tc = folder/'config.json', folder/'tokenizer_config.json'
+    i = json.loads(cfg.read_text()).get(f'{name}_token_id') if cfg.exists() else None
+    if i is not None: return i[0] if isinstance(i, list) else i
+    t = json.loads(tc.read_text()).get(f'{name}_token') if tc.exists() else None
+    t = t.get('content') if isinstance(t, dict) else t
+    return tk.token_to_id(t) if isinstance(t, str) else None
+
+def load_tokenizer(path:str|Path # a SentencePiece .model, a tokenizer.json, or a folder holding one of them
+                  )->Tokenizer:
+    "Load a SentencePiece or Hugging Face tokenizer as a `Tokenizer`."
+    p = Path(path)
+    if not p.exists(): raise FileNotFoundError(f'{p}: no such tokenizer (a SentencePiece .model, a tokenizer.json, or a folder holding one)')
+    if p.is_dir() and not (p/'tokenizer.json').exists():
+        if not (p/'tokenizer.model').exists(): raise FileNotFoundError(f'{p}: holds neither tokenizer.json nor tokenizer.model')
+        p = p/'tokenizer.model'
+    if p.suffix == '.model':
+        import sentencepiece as spm
+        sp = spm.SentencePieceProcessor(model_file=str(p))
+        some = lambda i: i if i >= 0 else None
+        return Tokenizer(sp.encode, sp.decode, some(sp.eos_id()), some(sp.bos_id()), sp.get_piece_size(), str(p))
+    from tokenizers import Tokenizer as HFTokenizer
+    f = p/'tokenizer.json' if p.is_dir() else p
+    try: tk = HFTokenizer.from_file(str(f))
+    except Exception as e: raise ValueError(f'{f}: not a Hugging Face tokenizer.json ({str(e)[:200]})') from None
+    return Tokenizer(lambda s: tk.encode(s, add_special_tokens=False).ids, tk.decode, _hf_special(f.parent, tk, 'eos'),
+                     _hf_special(f.parent, tk, 'bos'), tk.get_vocab_size(), str(f))
 
 # %% ../nbs/02_bpe.ipynb #b3ee81c1
 @call_parse

@@ -185,8 +185,10 @@ def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
 def roadmap_report(out:Path, # the roadmap's output folder
                    summary:dict # chapter → seconds and skipped cells, from `run_roadmap`
                   )->str:
-    "A short Markdown report: time per chapter, every training run's final losses and samples, the plots written."
-    lines = ['# Roadmap report', '', '| chapter | seconds | skipped cells |', '|---|---:|---|']
+    "A short Markdown report: what the tiny model learned (chapter 09), time per chapter, every training run's final losses and samples, the plots."
+    learned = Path(out)/'09_eval'/'learned.md'  # chapter 09's table: the tiny model trained against untrained and chance
+    lines = ['# Roadmap report', ''] + ([learned.read_text(encoding='utf-8'), ''] if learned.exists() else [])
+    lines += ['| chapter | seconds | skipped cells |', '|---|---:|---|']
     lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {', '.join(v['skipped_cells'])} |" for k, v in summary.items()]
     lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", '']
     for sj in sorted(Path(out).rglob('summary.json')):

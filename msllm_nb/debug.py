@@ -16,8 +16,8 @@ from fastcore.script import call_parse, Param, store_true
 __all__ = ['Finding', 'check_non_finite', 'check_divergence', 'locate_non_finite', 'label_report', 'check_masked',
            'check_convergence', 'param_changes', 'check_frozen', 'lr_range_test', 'effective_batch', 'check_data_wait',
            'loader_throughput', 'repetition', 'loss_knee', 'loss_plateau', 'check_samples', 'oom_remedies', 'rss_trace',
-           'check_ranks', 'merge_divergence', 'doctor', 'doctor_cli', 'bus_bandwidth', 'check_endpoint', 'Watchdog',
-           'commcheck_cli']
+           'check_eval', 'check_ranks', 'merge_divergence', 'doctor', 'doctor_cli', 'bus_bandwidth', 'check_endpoint',
+           'Watchdog', 'commcheck_cli']
 
 # %% ../nbs/08_debug.ipynb #56fbca76
 @dataclass
@@ -329,6 +329,24 @@ def rss_trace(code:str, # Python run in a fresh process; it may call `tick()` to
     if r.returncode: raise RuntimeError(f'rss_trace: the child failed: {r.stderr[-2000:]}')
     return json.loads(r.stdout.strip().splitlines()[-1])
 
+# %% ../nbs/08_debug.ipynb #be0ebd74
+def check_eval(evals:list[dict], # `eval` records (`train_llm` with `eval_every`: acc/<task>, chance/<task>, n/<task>)
+               min_evals:int=3 # evaluations needed before a score counts as stuck
+              )->list[Finding]:
+    "Multiple-choice tasks whose accuracy stayed within two standard errors of chance at every one of at least `min_evals` evaluations."
+    out = []
+    for k in sorted({k for r in evals for k in r if k.startswith('acc/')}):
+        t, rs = k[4:], [r for r in evals if k in r]
+        c, n = rs[-1].get(f'chance/{t}'), rs[-1].get(f'n/{t}')
+        if c is None or not n or len(rs) < min_evals: continue
+        band = 2 * math.sqrt(c * (1 - c) / n)
+        if all(abs(r[k] - c) <= band for r in rs):
+            out.append(Finding('eval_at_chance', 'warning', f'{t}: accuracy ' + ', '.join(f'{r[k]:.2f}' for r in rs) + f' at steps '
+                               f'{rs[0]["step"]}–{rs[-1]["step"]}, never outside chance {c:.2f} ± {band:.2f} ({n} items)',
+                               'the model has not learnt what this task asks (yet): train longer, or on data closer to the task; if bits per '
+                               'byte fell meanwhile, check the task itself (its distractors, its tokenization) with a stronger model', rs[-1]['step']))
+    return out
+
 # %% ../nbs/08_debug.ipynb #919c40fd
 def check_ranks(run_dir:str|Path)->list[Finding]:
     "Ranks whose final parameters differ (data parallel must keep them bitwise identical)."
@@ -371,14 +389,14 @@ def doctor(run_dir:str|Path # a train_llm out_dir (metrics.jsonl, checkpoints/, 
         try: rec = json.loads(line); rec['kind']
         except (ValueError, TypeError, KeyError): bad_lines.append(i); continue
         recs.append(rec)
-    by = {k: [r for r in recs if r['kind'] == k] for k in ('train', 'val', 'sample', 'event')}
+    by = {k: [r for r in recs if r['kind'] == k] for k in ('train', 'val', 'sample', 'event', 'eval')}
     out = [Finding('metrics_unreadable', 'warning', f"{run_dir/'metrics.jsonl'}: line(s) {bad_lines[:5]} are not metric records and were skipped "
                    f'({len(bad_lines)} of {len(bad_lines) + len(recs)})', 'a run killed while writing leaves a torn last line; '
                    'anything else means two jobs share out_dir')] if bad_lines else []
     masked = check_masked(by['train'], by['event'])  # specific: then neither the flat loss nor the tensors left unmoved are reported
     out += merge_divergence(check_non_finite(by['train'], by['event']), check_divergence(by['train'], run_dir, _vocab_of(run_dir))) + masked
     if not masked and not any(f.code == 'non_finite_loss' for f in out): out += check_convergence(by['train'], by['val'])
-    out += ([] if masked else check_frozen(run_dir)) + check_data_wait(by['train']) + check_samples(by['sample'], by['train']) + check_ranks(run_dir)
+    out += ([] if masked else check_frozen(run_dir)) + check_data_wait(by['train']) + check_samples(by['sample'], by['train']) + check_eval(by['eval']) + check_ranks(run_dir)
     bad_ck = [e for e in by['event'] if e.get('event') == 'checkpoint unusable']
     if bad_ck: out.append(Finding('checkpoint_unusable', 'warning', f"{len(bad_ck)} checkpoint(s) failed verification: {bad_ck[0].get('detail')}",
                                   'the run resumed from an older one; check free disk space and that out_dir is not written by two jobs'))

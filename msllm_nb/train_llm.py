@@ -20,6 +20,7 @@ import msllm_nb.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
 from .shards import sample_tokens, hf_token_folder  # chapter 03 writes every token folder
+from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
 from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell; and the config (below)
 from .zero import build_step, Barrier, load_step_state  # chapter 07: the strategies composed around the step
 
@@ -28,9 +29,9 @@ __all__ = ['WindowRange', 'GlobalBatches', 'split_windows', 'step_batches', 'fil
            'first_abnormal_step', 'healthy_checkpoint', 'flops_per_token', 'measure_peak_flops', 'host_rss_mb',
            'device_memory_mb', 'MetricsLog', 'read_metrics', 'top_operators', 'start_profiler', 'profile_steps',
            'profile_text', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed', 'check_config',
-           'set_schedule_step', 'params_digest', 'evaluate', 'load_tokenizer', 'DataError', 'check_labels',
-           'ResumeError', 'resume_from', 'Run', 'setup_run', 'save_checkpoint', 'StepLoop', 'step_record', 'log_step',
-           'end_profile', 'on_non_finite', 'after_step', 'run_steps', 'finish', 'train', 'main']
+           'set_schedule_step', 'params_digest', 'evaluate', 'DataError', 'check_labels', 'ResumeError', 'resume_from',
+           'Run', 'setup_run', 'training_eval', 'save_checkpoint', 'StepLoop', 'step_record', 'log_step', 'end_profile',
+           'on_non_finite', 'after_step', 'run_steps', 'finish', 'train', 'main']
 
 # %% ../nbs/06_train_dp.ipynb #58f0b58a
 class WindowRange:
@@ -438,24 +439,11 @@ def evaluate(loss_cell:LossCell, windows, batch_size:int, n_windows:int)->float:
     loss_cell.set_train(True)
     return tot / n
 
-def load_tokenizer(path:str|Path)->tuple:
-    "(encode, decode, eos_id) for a SentencePiece .model or a Hugging Face tokenizer.json, or a folder holding one of them."
-    p = Path(path)
-    if p.is_dir() and not (p/'tokenizer.json').exists() and (p/'tokenizer.model').exists(): p = p/'tokenizer.model'  # a SentencePiece folder
-    if p.suffix == '.model':
-        import sentencepiece as spm
-        sp = spm.SentencePieceProcessor(model_file=str(p))
-        return sp.encode, sp.decode, sp.eos_id()
-    from tokenizers import Tokenizer
-    tk = Tokenizer.from_file(str(p/'tokenizer.json' if p.is_dir() else p))
-    cfgf = (p if p.is_dir() else p.parent)/'config.json'
-    eos = json.loads(cfgf.read_text()).get('eos_token_id') if cfgf.exists() else None
-    return (lambda s: tk.encode(s).ids), tk.decode, eos
-
 def _samples(model, cfg:TrainConfig, tokenizer:str|None)->list[str]:
     "Greedy continuations of the configured prompts, all at once in one fixed window (`generate_window`: GRAPH mode compiles it once)."
     if not tokenizer or not Path(tokenizer).exists() or not cfg.sample_prompts: return []
-    encode, decode, eos = load_tokenizer(tokenizer)
+    tk = load_tokenizer(tokenizer)
+    encode, decode, eos = tk.encode, tk.decode, tk.eos_id
     ids = [encode(p) for p in cfg.sample_prompts]
     n = max(0, min(cfg.sample_tokens, model.config.max_position_embeddings - max(map(len, ids))))
     if cfg.zero_impl == 'mindspore' and cfg.zero:  # weights sharded by MindSpore's parallel optimizer (untested here, no Ascend/GPU): the per-prompt PyNative path as before
@@ -528,6 +516,7 @@ class Run:
     peak: float  # the job's peak FLOP/s, for MFU
     barrier: nn.Cell | None = None  # ZeRO-1 on several ranks: shards are written before rank 0 writes the manifest
     console: bool = True  # print records (every `log_every` steps) besides writing them
+    evaluator: object = None  # chapter 09's `TrainingEval` when `eval_every` is set (rank 0): harness tasks on the model being trained
     @property
     def out(self)->Path: return Path(self.cfg.out_dir)
     @property
@@ -555,7 +544,14 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
     peak = cfg.peak_tflops * 1e12 * world if cfg.peak_tflops else measure_peak_flops() * (world if cfg.device != 'CPU' else 1)
     return Run(cfg, rank, world, info, log, ck, chash, hashed, model, loss_cell, step_cell, sharded, val_w, tmeta, source,
-               flops_per_token(info['model'], cfg.seq_len), peak, Barrier() if sharded and world > 1 else None, console)
+               flops_per_token(info['model'], cfg.seq_len), peak, Barrier() if sharded and world > 1 else None, console,
+               training_eval(cfg, model, tmeta) if rank == 0 and cfg.eval_every else None)
+
+def training_eval(cfg:TrainConfig, model:nn.Cell, tmeta:dict):
+    "Chapter 09's `TrainingEval` for `eval_every`: imported only when asked for, so a plain run needs no evaluation harness."
+    from msllm_nb.eval import TrainingEval
+    if not tmeta.get('tokenizer'): raise ValueError(f'eval_every: {cfg.token_dir}/meta.json names no tokenizer to evaluate with')
+    return TrainingEval(model, tmeta['tokenizer'], cfg.eval_tasks, cfg.eval_task_dir, cfg.eval_limit, cfg.out_dir)
 
 def save_checkpoint(run:Run, step:int):
     "Phase 'save': the weights, the optimizer state and the run's meta at `step` (ZeRO-1: each rank's optimizer shard first)."
@@ -658,6 +654,7 @@ def after_step(run:Run, lp:StepLoop, done:int):
     if rank == 0 and (done % cfg.val_every == 0 or done == cfg.steps):
         vl = evaluate(run.loss_cell, run.val_w, cfg.batch_size, cfg.val_windows)
         log('val', done, loss=vl, ppl=math.exp(min(vl, 50)))
+    if run.evaluator is not None and (done % cfg.eval_every == 0 or done == cfg.steps): log('eval', done, **run.evaluator())
     if rank == 0 and cfg.sample_every and done % cfg.sample_every == 0:
         for s in _samples(run.model, cfg, run.tmeta.get('tokenizer')): log('sample', done, text=s)
     # ZeRO-1 on several ranks saves only at agreed steps: every rank writes a shard, and a signal may reach the ranks at
@@ -712,7 +709,9 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     run = setup_run(cfg, resume, rank, world, console)
     start = (resume_from(run.ck, run.log, run.step_cell, run.model, run.hashed, run.sharded, rank, world, run.scaler, allow_restart)
              if resume else 0)
-    if start == 0 and rank == 0: run.log('val', 0, loss=evaluate(run.loss_cell, run.val_w, cfg.batch_size, cfg.val_windows))
+    if start == 0 and rank == 0:
+        run.log('val', 0, loss=evaluate(run.loss_cell, run.val_w, cfg.batch_size, cfg.val_windows))
+        if run.evaluator is not None: run.log('eval', 0, **run.evaluator())
     show = rank == 0 and cfg.progress and (sys.stderr.isatty() or 'ipykernel' in sys.modules)
     lp = StepLoop(tqdm(total=cfg.steps, initial=start, desc='train', disable=not show), _Stop(), time.perf_counter(),
                   prof_at=start + 2 if cfg.profile_steps and rank == 0 else -1)
@@ -761,4 +760,3 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
     except BaseException:
         if sched is not None: sched.kill()  # the scheduler would wait for this rank forever
         raise
-

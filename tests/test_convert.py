@@ -264,8 +264,9 @@ def test_gguf_sentencepiece_tokenizer_encodes_as_the_original(tmp_path):
     assert [ours.encode(t) for t in held_out] == [sp.encode(t) for t in held_out]
     assert ours.encode('x²😀')[-1] != ours.unk_id() and any(sp.is_byte(i) for i in ours.encode('😀'))  # byte fallback kept
     assert json.loads((out / 'tokenizer_config.json').read_text())['eos_token'] == '</s>'
-    from msllm_nb.train_llm import load_tokenizer
-    enc, dec, eos = load_tokenizer(out)
+    from msllm_nb.bpe import load_tokenizer
+    tk = load_tokenizer(out)
+    enc, dec, eos = tk.encode, tk.decode, tk.eos_id
     assert enc(TEXTS[0]) == sp.encode(TEXTS[0]) and dec(enc(TEXTS[2])) == TEXTS[2] and eos == sp.eos_id()
     # a vocabulary SentencePiece cannot load (no unknown piece) is a one-line ConversionError naming the file
     bad = mfx.write_tokenizer_gguf(tmp_path / 'bad.gguf', 'llama', toks, [1] * len(toks), scores=[0.0] * len(toks))

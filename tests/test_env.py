@@ -201,6 +201,9 @@ def test_main_job_runs_every_chapter(tmp_path):
     assert {'healthy', 'lr_typo', 'unshifted', 'frozen_embedding', 'slow_data'} <= {p.name for p in (tmp_path / 'roadmap' / '08_debug').iterdir()}
     assert json.loads((tmp_path / 'roadmap' / '08_debug' / 'commcheck.json').read_text())['world'] == 2
     assert summary['08_debug']['skipped_cells'] == []
+    # chapter 09: the report opens with what the tiny model learned (its harness parity on SmolLM2 is `slow`)
+    assert report.startswith('# Roadmap report\n\nWhat the tiny model learned'), report[:300]
+    assert [c.split(' ', 1)[1] for c in summary['09_eval']['skipped_cells']] == ['(slow)'] * 2
     # a quiet terminal: no MindSpore ERROR line per graph node of a notebook cell (cells get real source files), and
     # no notebook cell shows a stderr box: what the learner is told is prose, tables or plain output
     out = r.stdout + r.stderr

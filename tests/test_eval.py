@@ -1,0 +1,66 @@
+"""msllm-eval tried as a new user would (chapter 09): a run trained by train_llm, the same model converted to a Hugging
+Face folder with msllm-convert, text files of one's own, and bad input that must fail in one line before any compute."""
+import json
+from pathlib import Path
+import pytest
+import msllm_nb.train_llm as tl
+from train_helpers import BIN, args, run, STEPS
+
+EVAL = ['eval_every=6', 'eval_limit=8', 'eval_tasks=[msllm_cont_en,msllm_bpb_en_wiki]']
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    from msllm_nb.shards import sample_tokens
+    d = tmp_path_factory.mktemp('eval')
+    p = run([BIN / 'train_llm', *args(sample_tokens(), d / 'run', *EVAL)])
+    assert p.returncode == 0, p.stderr[-2000:]
+    return d
+
+
+def test_a_run_folder_and_its_hugging_face_conversion_score_the_same(trained, tmp_path):
+    ck = trained / 'run' / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt'
+    p = run([BIN / 'msllm-convert', ck, tmp_path / 'hf', '--reverse'])
+    assert p.returncode == 0, p.stderr[-2000:]
+    (tmp_path / 'mine.txt').write_text('The quick brown fox jumps over the lazy dog.\n今天天气很好，我们去公园散步。\n', encoding='utf-8')
+    common = ['--texts', tmp_path / 'mine.txt', '--tasks', 'msllm_cont_en', '--limit', '12', '--json_out']
+    a = run([BIN / 'msllm-eval', trained / 'run', *common])
+    tok = json.loads((trained / 'run' / 'checkpoints' / f'step_{STEPS:08d}' / 'meta.json').read_text())['config']['token_dir']
+    b = run([BIN / 'msllm-eval', tmp_path / 'hf', '--tokenizer', Path(tok) / 'tokenizer.model', *common])
+    assert a.returncode == 0 and b.returncode == 0, (a.stderr[-1500:], b.stderr[-1500:])
+    ra, rb = json.loads(a.stdout), json.loads(b.stdout)
+    assert [r['group'] for r in ra['bits_per_byte']] == ['mine']
+    assert abs(ra['bits_per_byte'][0]['bits_per_byte'] - rb['bits_per_byte'][0]['bits_per_byte']) < 1e-5
+    assert ra['tasks'] == rb['tasks'] and 0 <= ra['tasks']['msllm_cont_en'] <= 1
+
+
+def test_bad_input_is_one_line_and_exit_2(trained, tmp_path):
+    (tmp_path / 'empty.txt').write_text('')
+    (tmp_path / 'notes.md').write_text('not a format msllm-eval reads')
+    cases = [([tmp_path / 'missing'], 'no such checkpoint'),
+             ([trained / 'run', '--tokenizer', tmp_path / 'no.model'], 'no such tokenizer'),
+             ([trained / 'run', '--tasks', 'arc_easy'], "unknown task 'arc_easy'"),
+             ([trained / 'run', '--texts', tmp_path / 'empty.txt'], 'empty file'),
+             ([trained / 'run', '--texts', tmp_path / 'notes.md'], 'no text to score')]
+    for a, says in cases:
+        p = run([BIN / 'msllm-eval', *a])
+        assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, (a, p.stderr[-1500:])
+
+
+def test_train_llm_evaluates_while_it_trains_and_doctor_reads_the_scores(trained):
+    ev = tl.read_metrics(trained / 'run', 'eval')
+    assert [r['step'] for r in ev] == [0, 6, 12]
+    for r in ev:
+        assert 0 <= r['acc/msllm_cont_en'] <= 1 and r['chance/msllm_cont_en'] == 0.25 and r['n/msllm_cont_en'] == 8
+        assert 2 < r['bpb/msllm_bpb_en_wiki'] < 20
+    assert ev[-1]['bpb/msllm_bpb_en_wiki'] < ev[0]['bpb/msllm_bpb_en_wiki']  # 12 steps already lower the held-out bits per byte
+    assert list((trained / 'run' / 'tb').glob('events.*'))
+    p = run([BIN / 'msllm-doctor', trained / 'run', '--json_out'])
+    found = {f['code']: f for f in json.loads(p.stdout)}
+    assert 'eval_at_chance' in found and 'msllm_cont_en' in found['eval_at_chance']['evidence'], p.stdout[-2000:]
+
+
+def test_a_bad_eval_task_stops_train_llm_with_exit_2(tmp_path):
+    from msllm_nb.shards import sample_tokens
+    p = run([BIN / 'train_llm', *args(sample_tokens(), tmp_path / 'run', 'eval_every=5', 'eval_tasks=[no_such_task]')])
+    assert p.returncode == 2 and "eval_tasks: unknown task 'no_such_task'" in p.stderr, p.stderr[-1500:]
