@@ -213,7 +213,7 @@ def bits_per_byte(lm:MsllmLM, docs:dict, # group → list of texts (`heldout_doc
                      'bits_per_byte': -sum(lp for lp, _ in r) / math.log(2) / nbytes})
     return rows
 
-# %% ../nbs/09_eval.ipynb #38aebb4c
+# %% ../nbs/09_eval.ipynb #38dec3f1
 def _cut(text:str, at:int, zh:bool)->int:
     "A cut point near `at`: after a space (English) or after a punctuation mark or any character (Chinese)."
     if zh:
@@ -249,7 +249,7 @@ def continuation_items(groups:dict, # group → texts (one language)
 
 def code_cloze_items(files:list[str], n:int, seed:int=0, per_file:int=8)->list[dict]:
     """Up to `n` four-way items: up to 12 lines of a file, then its true next line and three lines of the same file at least
-    5 lines away (the same language and names: only the context tells which comes next)."""
+    5 lines away and of about its length (the same language and names: only the context tells which comes next)."""
     rng, cands = random.Random(seed), []
     for text in files:
         lines = text.split('\n')
@@ -259,7 +259,8 @@ def code_cloze_items(files:list[str], n:int, seed:int=0, per_file:int=8)->list[d
             if len(pool) >= 3: cands.append(('\n'.join(lines[max(0, i - 12):i]) + '\n', lines[i], pool))
     rng.shuffle(cands); items = []
     for ctx, true, pool in cands[:n]:
-        others, label = rng.sample(pool, 3), rng.randrange(4)
+        near = sorted(pool, key=lambda l: (abs(len(l) - len(true)), l))[:6]  # lengths like the true line's: length alone must not tell
+        others, label = rng.sample(near, 3), rng.randrange(4)
         items.append({'context': ctx, 'choices': others[:label] + [true] + others[label:], 'label': label})
     return items
 
