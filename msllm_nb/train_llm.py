@@ -25,13 +25,13 @@ from .train_step import *  # chapter 06·0: the loss, the optimizer, the step ce
 from .zero import build_step, Barrier, load_step_state  # chapter 07: the strategies composed around the step
 
 # %% auto #0
-__all__ = ['WindowRange', 'GlobalBatches', 'split_windows', 'step_batches', 'file_crc', 'Checkpoints', 'weight_stats',
-           'first_abnormal_step', 'healthy_checkpoint', 'flops_per_token', 'measure_peak_flops', 'host_rss_mb',
-           'device_memory_mb', 'MetricsLog', 'read_metrics', 'top_operators', 'start_profiler', 'profile_steps',
-           'profile_text', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed', 'check_config',
-           'set_schedule_step', 'params_digest', 'evaluate', 'DataError', 'check_labels', 'ResumeError', 'resume_from',
-           'Run', 'setup_run', 'training_eval', 'save_checkpoint', 'StepLoop', 'step_record', 'log_step', 'end_profile',
-           'on_non_finite', 'after_step', 'run_steps', 'finish', 'train', 'main']
+__all__ = ['WindowRange', 'GlobalBatches', 'data_format', 'split_windows', 'step_batches', 'file_crc', 'Checkpoints',
+           'weight_stats', 'first_abnormal_step', 'healthy_checkpoint', 'flops_per_token', 'measure_peak_flops',
+           'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics', 'top_operators', 'start_profiler',
+           'profile_steps', 'profile_text', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed',
+           'check_config', 'set_schedule_step', 'params_digest', 'evaluate', 'DataError', 'check_labels', 'ResumeError',
+           'resume_from', 'Run', 'setup_run', 'training_eval', 'save_checkpoint', 'StepLoop', 'step_record', 'log_step',
+           'end_profile', 'on_non_finite', 'after_step', 'run_steps', 'finish', 'train', 'main']
 
 # %% ../nbs/06_train_dp.ipynb #58f0b58a
 class WindowRange:
@@ -61,8 +61,20 @@ class GlobalBatches:
         rows = self.ids(int(t))[self.rank * self.B:(self.rank + 1) * self.B]
         return (np.stack([self.w[int(i)][0] for i in rows]),)
 
+def data_format(token_dir:str|Path):
+    """The module that reads a data folder whose meta.json names a `format` other than chapter 03's tokens, else None.
+    Such a module gives `windows(folder, seq_len, val_fraction)` and `loss_cell(model)`; the loop does not change.
+    Chapter 10's packed conversations (`format: sft`) are the one so far."""
+    fmt = json.loads((Path(token_dir)/'meta.json').read_text()).get('format', 'tokens')
+    if fmt == 'tokens': return None
+    if fmt == 'sft':
+        import msllm_nb.sft as sft
+        return sft
+    raise ValueError(f'{token_dir}/meta.json: format {fmt!r} is unknown (tokens or sft)')
+
 def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02)->tuple:
     "Train and validation windows of seq_len tokens (consecutive windows share one token, so every token is a target once)."
+    if (fmt := data_format(token_dir)) is not None: return fmt.windows(token_dir, seq_len, val_fraction)
     store = mss.TokenStore(token_dir)
     win = mss.PackedWindows(store, seq_len - 1)  # PackedWindows yields n+1 tokens
     n_val = max(1, int(len(win) * val_fraction)) if val_fraction > 0 else 0
@@ -534,7 +546,8 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
     ms.set_context(mode=ms.GRAPH_MODE if cfg.mode == 'graph' else ms.PYNATIVE_MODE)
     ms.set_seed(cfg.seed); np.random.seed(cfg.seed)
     model = msf.load_model(cfg.init_from) if cfg.init_from else msm.LlamaForCausalLM(info['model'])
-    loss_cell = LossCell(model)
+    fmt = data_format(cfg.token_dir)  # chapter 10: an SFT folder brings its own loss (answers only, packed conversations apart)
+    loss_cell = fmt.loss_cell(model, world) if fmt else LossCell(model)
     if cfg.zero_impl == 'mindspore' and cfg.zero:  # untested here (no Ascend/GPU): the real keys, not the tutorial's optimizer_shard=True
         ms.set_auto_parallel_context(enable_parallel_optimizer=True, parallel_optimizer_config={
             'gradient_accumulation_shard': False, 'parallel_optimizer_threshold': 64, 'optimizer_weight_shard_size': -1})

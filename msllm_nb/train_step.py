@@ -58,7 +58,8 @@ def make_optimizer(model:nn.Cell, lr:float=3e-4, min_lr:float=3e-5, warmup_steps
     "AdamWeightDecay with decay groups and a per-step learning-rate table indexed by the optimizer's own global_step."
     decay, no_decay = decay_groups(model.trainable_params())
     table = Tensor(np.array([lr_at(s, lr, min_lr, warmup_steps, total_steps) for s in range(total_steps)], np.float32))
-    return nn.AdamWeightDecay([{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}],
+    groups = [{'params': ps, 'weight_decay': wd} for ps, wd in ((decay, weight_decay), (no_decay, 0.0)) if ps]  # LoRA adapters are all matrices
+    return nn.AdamWeightDecay(groups,
                               learning_rate=table, beta1=beta1, beta2=beta2, eps=eps)
 
 # %% ../nbs/06_0_step.ipynb #680e14ce

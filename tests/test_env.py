@@ -204,6 +204,9 @@ def test_main_job_runs_every_chapter(tmp_path):
     # chapter 09: the report opens with what the tiny model learned (its harness parity on SmolLM2 is `slow`)
     assert report.startswith('# Roadmap report\n\nWhat the tiny model learned'), report[:300]
     assert [c.split(' ', 1)[1] for c in summary['09_eval']['skipped_cells']] == ['(slow)'] * 2
+    # chapter 10: SFT through train_llm from a base model the chapter pretrains (SmolLM2's chat template is `slow`)
+    assert (tmp_path / 'roadmap' / '10_sft' / 'sft' / 'checkpoints' / 'latest').exists()
+    assert [c.split(' ', 1)[1] for c in summary['10_sft']['skipped_cells']] == ['(slow)']
     # a quiet terminal: no MindSpore ERROR line per graph node of a notebook cell (cells get real source files), and
     # no notebook cell shows a stderr box: what the learner is told is prose, tables or plain output
     out = r.stdout + r.stderr

@@ -42,7 +42,7 @@ def test_chapter_table_matches_notebooks():
     text = (ROOT / 'README.md').read_text(encoding='utf-8')
     rows = re.findall(r'^\| (\d\d) \| `nbs/(\d\d_\w+)\.ipynb` \|.*\| (ready|planned) \|$', text, flags=re.M)
     nums = [r[0] for r in rows]  # a chapter may have parts (06_0_step, then 06_train_dp): rows in order, each number present
-    assert nums == sorted(nums) and sorted(set(nums)) == [f'{i:02d}' for i in range(10)], rows
+    assert nums == sorted(nums) and sorted(set(nums)) == [f'{i:02d}' for i in range(11)], rows
     assert [r[1] for r in rows] == sorted(r[1] for r in rows), 'the table lists the notebooks in file order'
     existing = {p.stem for p in (ROOT / 'nbs').glob('[0-9][0-9]_*.ipynb')}
     for num, stem, status in rows:

@@ -1,0 +1,107 @@
+"""Chapter 10 from the outside: SFT folders through the same `train_llm` (one process, kill -9 and a bitwise resume,
+2 msrun ranks, `msllm-doctor`), and `msllm-sft` on a conversation file that no other test uses."""
+import json, random, signal, subprocess, time
+from pathlib import Path
+import numpy as np
+import pytest
+import msllm_nb.sft as S
+import msllm_nb.model as msm
+import msllm_nb.train_llm as tl
+from msllm_nb.formats import save_ms_weights, load_ms_weights
+from train_helpers import BIN, run, launch_report
+
+STEPS = 8
+
+
+@pytest.fixture(scope='session')
+def sft_data(tmp_path_factory):
+    "An SFT folder of 400 built conversations (windows of 128) and a freshly initialised tiny model to start from."
+    d = tmp_path_factory.mktemp('sft_data')
+    S.build_instructions([tl.sample_tokens().parent / 'clean'], d / 'instr')
+    conv = S.read_conversations([d / 'instr' / 'train.jsonl'])
+    items = conv.items[:]; random.Random(0).shuffle(items)
+    S.write_sft_folder(S.Conversations(items[:400], conv.dropped, conv.examples), tl.sample_tokens() / 'tokenizer.model', d / 'sft', 128)
+    cfg = msm.LlamaConfig(**{**msm.PRESETS['tiny'].__dict__, 'vocab_size': 8192, 'max_position_embeddings': 256})
+    save_ms_weights({p.name: p.asnumpy() for p in msm.LlamaForCausalLM(cfg).get_parameters()}, d / 'base' / 'model.ckpt', cfg)
+    return d
+
+
+def sft_args(d, out, *extra, batch=4):
+    return ['--config', 'sft_tiny', '--out', str(out), '--set', f'token_dir={d / "sft"}', f'init_from={d / "base" / "model.ckpt"}',
+            'seq_len=128', f'steps={STEPS}', f'batch_size={batch}', 'warmup_steps=2', 'val_every=4', 'val_windows=8', 'save_every=2',
+            'log_every=2', 'progress=false', *extra]
+
+
+@pytest.fixture(scope='session')
+def sft_reference(sft_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp('sft_ref')
+    r = run([BIN / 'train_llm', *sft_args(sft_data, out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def records(out):
+    recs = tl.read_metrics(out, 'train')
+    assert len({r['step'] for r in recs}) == len(recs), 'a step logged twice'
+    return {r['step']: (r['loss'], r['sample_ids']) for r in recs}
+
+
+def weights(out):
+    return load_ms_weights(Path(out) / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt')
+
+
+def test_sft_run_trains_on_answers(sft_reference):
+    val = {v['step']: v['loss'] for v in tl.read_metrics(sft_reference, 'val')}
+    assert sorted(records(sft_reference)) == list(range(1, STEPS + 1)) and val[STEPS] < val[0], val
+
+
+@pytest.mark.slow
+def test_sft_sigkill_then_resume_is_bitwise_identical(sft_data, sft_reference, tmp_path):
+    kill_at = random.Random().randint(3, STEPS - 1)
+    p = subprocess.Popen([str(BIN / 'train_llm'), *sft_args(sft_data, tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None and not any(r['step'] >= kill_at for r in tl.read_metrics(tmp_path, 'train')): time.sleep(0.05)
+    p.send_signal(signal.SIGKILL); p.wait()
+    r = run([BIN / 'train_llm', *sft_args(sft_data, tmp_path), '--resume'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [e['event'] for e in tl.read_metrics(tmp_path, 'event')].count('resumed') == 1
+    assert records(tmp_path) == records(sft_reference), f'killed at step {kill_at}'
+    ref, got = weights(sft_reference), weights(tmp_path)
+    assert all(np.array_equal(ref[k], got[k]) for k in ref)
+
+
+@pytest.mark.cluster
+def test_sft_msrun_two_ranks_equal_one_process(sft_data, sft_reference, tmp_path):
+    cmd = [BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
+           '--join=True', tl.__file__, *sft_args(sft_data, tmp_path, batch=2)]
+    r = run(cmd, timeout=900)
+    assert r.returncode == 0, launch_report(r, tmp_path / 'logs')
+    ref, got = records(sft_reference), records(tmp_path)
+    assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)  # the same packed windows in every global batch
+    assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
+    rw, w = weights(sft_reference), weights(tmp_path)
+    assert max(float(np.abs(rw[k] - w[k]).max()) for k in rw) <= 1e-4
+
+
+def test_doctor_reads_an_sft_run(sft_reference):
+    r = run([BIN / 'msllm-doctor', sft_reference])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_msllm_sft_on_a_new_users_file(tmp_path):
+    "A conversation file in the common shape with the usual damage: usable lines packed, the rest counted by line."
+    f = tmp_path / 'chats.jsonl'
+    good = {'messages': [{'role': 'system', 'content': 'You translate.'}, {'role': 'user', 'content': 'Bonjour ?'},
+                         {'role': 'assistant', 'content': 'Hello?'}, {'role': 'user', 'content': '谢谢'}, {'role': 'assistant', 'content': 'Thank you.'}]}
+    f.write_text('\n'.join([json.dumps(good, ensure_ascii=False), '',
+                            json.dumps({'messages': [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': None}]}),
+                            json.dumps({'conversations': [{'from': 'human', 'value': 'sharegpt shape'}]}),
+                            '{"messages": [{"role": "user"', json.dumps(good, ensure_ascii=False)]) + '\n', encoding='utf-8')
+    r = run([BIN / 'msllm-sft', f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--out_dir', tmp_path / 'out', '--seq_len', '64'])
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((tmp_path / 'out' / 'meta.json').read_text())
+    assert meta['conversations'] == 2 and meta['dropped'] == {'non_string_content': 1, 'no_messages': 1, 'bad_json': 1}
+    assert f'{f}:3' in r.stdout and f'{f}:4' in r.stdout and f'{f}:5' in r.stdout
+    win = np.load(tmp_path / 'out' / 'windows.npy')
+    assert win.shape[1:] == (4, 64) and (win[:, 1] != -100).sum() == meta['answer_tokens']
+    r = run([BIN / 'msllm-sft', f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--seq_len', '16'])
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()] and 'too_long' in r.stderr, r.stderr
