@@ -60,6 +60,7 @@ def _resolve(path:str|Path)->tuple[Path, Path|None]:
     "(MindSpore checkpoint, tokenizer path or None) of a checkpoint file, a train_llm step folder, a train_llm run folder, or a Hugging Face folder."
     p = Path(path)
     if not p.exists(): raise FileNotFoundError(f'{p}: no such checkpoint, run folder or model folder')
+    if p.is_dir() and (p/'merged'/'model.ckpt').exists(): p = p/'merged'  # a LoRA run folder: its merged model (chapter 10)
     if p.is_dir() and (p/'checkpoints'/'latest').exists(): p = p/'checkpoints'  # a train_llm run folder
     if p.is_dir() and (p/'latest').exists(): p = p/(p/'latest').read_text().strip()  # its checkpoints: the newest
     if p.is_dir() and (p/'model.ckpt').exists():  # a train_llm checkpoint folder: the tokenizer of its token folder
@@ -410,7 +411,7 @@ def _prepare(model:str, tokenizer:str|None, tasks:str, texts:list|None, task_dir
 def eval_cli(model:Param('a .ckpt/.safetensors with its .yaml, a train_llm run or checkpoint folder, or a Hugging Face model folder', str),
              tokenizer:Param('tokenizer: SentencePiece .model, tokenizer.json or a folder (default: the one the model names)', str)=None,
              tasks:Param('comma-separated task names, "all" (the multiple-choice ones) or "none"', str)='all',
-             texts:Param('cleaned .jsonl or .txt files to score in bits per byte (default: held-out documents of the bundled corpus)', str, nargs='*')=None,
+             texts:Param('cleaned .jsonl or .txt files to score in bits per byte (default: held-out documents of the bundled corpus)', str, nargs='*', action='extend')=None,
              task_dir:Param('folder of harness task YAMLs (default: the course tasks, built from the bundled corpus)', str)=None,
              limit:Param('documents per task (default: all)', int)=None,
              bpb_docs:Param('held-out documents per group for bits per byte', int)=40,

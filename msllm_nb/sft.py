@@ -24,7 +24,7 @@ __all__ = ['COURSE_CHAT_TEMPLATE', 'ROLES', 'PROBLEMS', 'ROWS', 'SYSTEM', 'LORA_
            'conversation_problem', 'Conversations', 'read_conversations', 'Tokenized', 'tokenize_conversation',
            'fit_window', 'pack', 'one_per_window', 'padding_share', 'packed_mask', 'PackedLM', 'SFTLossCell',
            'instructions_from', 'build_instructions', 'read_items', 'write_sft_folder', 'windows', 'loss_cell',
-           'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs', 'add_lora', 'adapter_weights', 'merge_lora']
+           'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs', 'add_lora', 'merge_lora']
 
 # %% ../nbs/10_sft.ipynb #cb800445
 COURSE_CHAT_TEMPLATE = ("{% for m in messages %}{{ bos_token + m['role'] + '\\n' + m['content'] + eos_token + '\\n' }}{% endfor %}"
@@ -353,7 +353,7 @@ def sft_cli(inputs:Param('conversation files: JSON lines of {"messages": [{"role
     for what, key in (('left out', 'dropped'), ('cut to the window', 'window')):
         for why, n in meta[key].items(): print(f"  {what}: {why} × {n} (first: {', '.join(meta[key + '_examples'][why])})")
 
-# %% ../nbs/10_sft.ipynb #5b0c443b
+# %% ../nbs/10_sft.ipynb #e07510ce
 def prompt_ids(tok, messages:list)->list:
     "The tokens a model is given to answer a conversation's last turn: everything before it and the assistant header."
     return _render(tok, messages[:-1], gen=True)
@@ -387,23 +387,28 @@ def answer_logprobs(model:msm.LlamaForCausalLM, tok, items:list, seq_len:int, ba
         w = np.zeros((batch, 4, seq_len), np.int32); w[:, 1] = -100  # a short last batch is padded: one shape, one compile
         for r, i in enumerate(chunk):
             L = len(samples[i].ids); w[r, 0, :L], w[r, 1, :L], w[r, 2, :L], w[r, 3, :L] = samples[i].ids, last[i], 1, np.arange(L)
-        z = cell(Tensor(w[:, 0]), Tensor(w[:, 2]), Tensor(w[:, 3])).asnumpy().astype(np.float64)
-        lp = z - z.max(-1, keepdims=True); lp -= np.log(np.exp(lp).sum(-1, keepdims=True))
+        z = cell(Tensor(w[:, 0]), Tensor(w[:, 2]), Tensor(w[:, 3])).asnumpy()
         for r, i in enumerate(chunk):
-            t = np.nonzero(w[r, 1, 1:] != -100)[0]
-            nll = -lp[r, t, w[r, 1, t + 1]]
+            t = np.nonzero(w[r, 1, 1:] != -100)[0]  # the positions that predict an answer token
+            zt = z[r, t].astype(np.float64); zt -= zt.max(-1, keepdims=True)
+            nll = np.log(np.exp(zt).sum(-1)) - zt[np.arange(len(t)), w[r, 1, t + 1]]
             rows.append({'task': items[i][0], 'answer_tokens': len(t), 'nll_per_token': float(nll.mean())})
     return rows
 
-# %% ../nbs/10_sft.ipynb #bcb3c1ed
+# %% ../nbs/10_sft.ipynb #c27f030b
 LORA_TARGETS = ('wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3')  # the attention and MLP projections
 
 def _lora_dense():
-    "mindpet's `LoRADense`. Importing mindpet imports MindFormers, which writes `./output/log` unless LOG_MF_PATH says where."
+    """mindpet's `LoRADense`. Importing mindpet imports MindFormers, which logs to `LOG_MF_PATH` (`./output/log` unless
+    set: here a temporary folder) and prints warnings about models it cannot import (DeepSeek, Qwen3), unrelated to LoRA.
+    Those stay in its log file; its console handler is kept for errors."""
     os.environ.setdefault('LOG_MF_PATH', str(Path(tempfile.gettempdir())/'msllm_mindformers_log'))
-    import logging
-    from mindpet.delta.lora import LoRADense
-    logging.getLogger('mindformers').setLevel(logging.ERROR)
+    import contextlib, io, logging
+    with contextlib.redirect_stdout(io.StringIO()):  # MindFormers' console handler is created on import, bound to stdout
+        from mindpet.delta.lora import LoRADense
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith('mindformers')]:
+        for h in logging.getLogger(name).handlers:
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler): h.setStream(sys.stdout); h.setLevel(logging.ERROR)
     return LoRADense
 
 def _rename(model:nn.Cell):
@@ -427,10 +432,6 @@ def add_lora(model:msm.LlamaForCausalLM, rank:int=8, alpha:float=16.0, targets:t
     _rename(model)
     for p in model.get_parameters(): p.requires_grad = 'mindpet_delta_lora' in p.name
     return sum(int(np.prod(p.shape)) for p in model.trainable_params())
-
-def adapter_weights(model:nn.Cell)->dict:
-    "The adapter tensors only (name → np.ndarray): what a LoRA run saves."
-    return {p.name: p.asnumpy() for p in model.get_parameters() if 'mindpet_delta_lora' in p.name}
 
 def merge_lora(model:msm.LlamaForCausalLM)->dict:
     """The weights with every adapter folded in, W + (alpha / rank) · B A, under the plain model's names: a chapter 04

@@ -30,8 +30,9 @@ __all__ = ['WindowRange', 'GlobalBatches', 'data_format', 'split_windows', 'step
            'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics', 'top_operators', 'start_profiler',
            'profile_steps', 'profile_text', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed',
            'check_config', 'set_schedule_step', 'params_digest', 'evaluate', 'DataError', 'check_labels', 'ResumeError',
-           'resume_from', 'Run', 'setup_run', 'training_eval', 'save_checkpoint', 'StepLoop', 'step_record', 'log_step',
-           'end_profile', 'on_non_finite', 'after_step', 'run_steps', 'finish', 'train', 'main']
+           'resume_from', 'Run', 'setup_run', 'build_model', 'training_eval', 'save_checkpoint', 'StepLoop',
+           'step_record', 'log_step', 'end_profile', 'on_non_finite', 'after_step', 'run_steps', 'save_merged',
+           'finish', 'train', 'main']
 
 # %% ../nbs/06_train_dp.ipynb #58f0b58a
 class WindowRange:
@@ -425,8 +426,10 @@ def set_schedule_step(step_cell:nn.Cell, step:int):
         if p.name.endswith('global_step'): p.set_data(Tensor(np.full(p.shape, step, ms.dtype_to_nptype(p.dtype))))
 
 def _tensors(step_cell:TrainStep, model:nn.Cell)->dict:
-    "{'model': weights (MindFormers names), 'optimizer': moments, step and LR table} as numpy arrays."
-    mp = {p.name: p.asnumpy() for p in model.get_parameters()}
+    """{'model': weights (MindFormers names), 'optimizer': moments, step and LR table} as numpy arrays. A LoRA run's
+    'model' is its adapters alone: the frozen weights are `init_from`'s, and a resume loads them from there."""
+    lora = any('mindpet_delta_lora' in p.name for p in model.get_parameters())
+    mp = {p.name: p.asnumpy() for p in model.get_parameters() if p.requires_grad or not lora}
     op = {p.name: p.asnumpy() for p in step_cell.optimizer.get_parameters() if p.name not in mp}
     return {'model': mp, 'optimizer': op}
 
@@ -545,7 +548,7 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
         raise ValueError(f'{out} already has checkpoints {ck.steps()[:3]}: pass --resume to continue, or choose another out_dir')
     ms.set_context(mode=ms.GRAPH_MODE if cfg.mode == 'graph' else ms.PYNATIVE_MODE)
     ms.set_seed(cfg.seed); np.random.seed(cfg.seed)
-    model = msf.load_model(cfg.init_from) if cfg.init_from else msm.LlamaForCausalLM(info['model'])
+    model = build_model(cfg, info['model'])
     fmt = data_format(cfg.token_dir)  # chapter 10: an SFT folder brings its own loss (answers only, packed conversations apart)
     loss_cell = fmt.loss_cell(model, world) if fmt else LossCell(model)
     if cfg.zero_impl == 'mindspore' and cfg.zero:  # untested here (no Ascend/GPU): the real keys, not the tutorial's optimizer_shard=True
@@ -559,6 +562,14 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
     return Run(cfg, rank, world, info, log, ck, chash, hashed, model, loss_cell, step_cell, sharded, val_w, tmeta, source,
                flops_per_token(info['model'], cfg.seq_len), peak, Barrier() if sharded and world > 1 else None, console,
                training_eval(cfg, model, tmeta) if rank == 0 and cfg.eval_every else None)
+
+def build_model(cfg:TrainConfig, mc:msm.LlamaConfig)->nn.Cell:
+    "The model a run trains: `init_from`'s or a new one; with `lora_rank`, chapter 10's LoRA adapters on it and every other weight frozen."
+    model = msf.load_model(cfg.init_from) if cfg.init_from else msm.LlamaForCausalLM(mc)
+    if cfg.lora_rank:
+        from msllm_nb.sft import add_lora
+        add_lora(model, cfg.lora_rank, cfg.lora_alpha)
+    return model
 
 def training_eval(cfg:TrainConfig, model:nn.Cell, tmeta:dict):
     "Chapter 09's `TrainingEval` for `eval_every`: imported only when asked for, so a plain run needs no evaluation harness."
@@ -696,6 +707,15 @@ def run_steps(run:Run, lp:StepLoop, start:int):
         after_step(run, lp, done)
         lp.t_prev = time.perf_counter()
 
+def save_merged(run:Run)->Path:
+    "A LoRA run's deliverable: the adapters folded into the weights (chapter 10's `merge_lora`) in `merged/`, a checkpoint folder that `msllm-eval` and `msllm-convert` read."
+    from msllm_nb.sft import merge_lora
+    d = run.out/'merged'
+    msf.save_ms_weights(merge_lora(run.model), d/'model.ckpt', run.info['model'])
+    last = run.ck.root/f'step_{run.cfg.steps:08d}'/'meta.json'
+    if last.exists(): shutil.copyfile(last, d/'meta.json')  # its config names the token folder, hence the tokenizer
+    return d
+
 def finish(run:Run, start:int)->dict:
     "Phase 'finish': final samples, this rank's parameter digest and optimizer memory, the run's summary."
     cfg, rank, out = run.cfg, run.rank, run.out
@@ -710,6 +730,7 @@ def finish(run:Run, start:int)->dict:
                  for k, pre in (('adam_moments', ('adam_m.', 'adam_v.')), ('master_slices', ('zero.',)))}  # this rank's optimizer memory
     (out/'ranks').mkdir(exist_ok=True)
     (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, 'params_sha256': digest, 'optimizer_bytes': opt_bytes}))
+    if rank == 0 and cfg.lora_rank: summary['merged'] = str(save_merged(run))
     if rank == 0: (out/'summary.json').write_text(json.dumps({**summary, 'params_sha256': digest}, indent=1))
     run.log.close()
     return summary
@@ -738,7 +759,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
 
 @call_parse
 def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3, llama_7b)', str)='tiny',
-         set:Param('overrides key=value, e.g. --set steps=100 model.hidden_size=128', str, nargs='*')=None,
+         set:Param('overrides key=value, e.g. --set steps=100 model.hidden_size=128 (--set may be repeated)', str, nargs='*', action='extend')=None,
          device:Param('CPU, GPU or Ascend (overrides the config)', str)=None,
          out:Param('run folder (overrides the config\'s out_dir)', str)=None,
          zero:Param('1: shard optimizer states over the ranks (ZeRO-1); 0: plain data parallel', int)=None,

@@ -201,6 +201,8 @@ class TrainConfig:
     eval_tasks: list = _opt(lambda: ['msllm_cont_en', 'msllm_cont_zh', 'msllm_code_cloze'], False)  # task names (msllm_bpb_*: bits per byte)
     eval_task_dir: str | None = _opt(None, False)  # folder of harness task YAMLs (default: the course's, built from the bundled corpus)
     eval_limit: int = _opt(50, False, lo=1)  # documents per task at each evaluation
+    lora_rank: int = _opt(0, True, lo=0)  # >0: train LoRA adapters of this rank on every attention and MLP projection, all else frozen (chapter 10); needs init_from
+    lora_alpha: float = _opt(16.0, True, lo=0, lo_open=True)  # LoRA's scale is lora_alpha / lora_rank
 
 def hashed_fields()->tuple:
     "The fields that change a run's numbers (declared with `numbers=True`): a resumed run must agree on all of them."
@@ -215,7 +217,8 @@ def resume_mismatch(saved:dict, # the `config` a checkpoint's meta.json recorded
                     now:dict # `config_hash(...)[1]` of this run
                    )->str|None:
     "None if a run may resume from a checkpoint written with `saved`, else each differing field with both values."
-    diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    default = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k, default.get(k)) != now.get(k))  # a field added later: its default
     if not diff: return None
     return '; '.join(f'{k}: checkpoint {saved.get(k, "(not recorded)")!r}, this run {now.get(k, "(not set)")!r}' for k in diff)
 
@@ -290,6 +293,8 @@ def check_combinations(cfg:TrainConfig, origin:dict # key → where it was set (
         raise ValueError(f'{at("profile_steps", "steps")}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
     if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{at("nan_policy", "accum_steps")}: nan_policy skip with accum_steps > 1 is not supported; use stop')
     if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{at("precision", "accum_steps")}: precision fp16 with accum_steps > 1 is not supported; use one of them')
+    if cfg.lora_rank and not cfg.init_from: raise ValueError(f'{at("lora_rank", "init_from")}: lora_rank adapts a trained model: set init_from')
+    if cfg.lora_rank and cfg.zero: raise ValueError(f'{at("lora_rank", "zero")}: lora_rank with zero 1 is not supported (the adapters are small: use zero 0)')
     if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{at("warmup_steps", "steps")}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
 
 def model_config(cfg:TrainConfig)->msm.LlamaConfig:

@@ -327,7 +327,9 @@ def load_step_state(step_cell:nn.Cell, model:nn.Cell, d:str|Path, zero:int=0, ra
         if zero: full = shard_optimizer_state({**full, **{k: v.asnumpy() for k, v in weights.items()}}, rank, world)
         opt = {k: Parameter(Tensor(v), name=k) for k, v in full.items()}
     missing, _ = ms.load_param_into_net(step_cell, {**weights, **opt}, strict_load=True)
-    missing = [m for m in missing if not m.startswith('accum.')]  # gradient accumulators are zero at every step boundary
+    lora = bool((meta or {}).get('config', {}).get('lora_rank'))  # a LoRA checkpoint holds the adapters; the frozen weights are init_from's, loaded already
+    frozen = {p.name for p in model.get_parameters() if not p.requires_grad} if lora else set()
+    missing = [m for m in missing if not m.startswith('accum.') and m not in frozen]  # gradient accumulators are zero at every step boundary
     if missing: raise ValueError(f'{d}: parameters missing from the checkpoint: {missing[:5]}')
     if scaler is not None and meta and 'loss_scale' in meta:
         scaler.scale_value.set_data(Tensor(meta['loss_scale'], ms.float32)); scaler.counter.set_data(Tensor(meta['loss_scale_counter'], ms.int32))

@@ -1,5 +1,6 @@
-"""Chapter 10 from the outside: SFT folders through the same `train_llm` (one process, kill -9 and a bitwise resume,
-2 msrun ranks, `msllm-doctor`), and `msllm-sft` on a conversation file that no other test uses."""
+"""Chapter 10 from the outside: SFT folders through the same `train_llm` (one process, 2 msrun ranks, `msllm-doctor`),
+LoRA runs (adapters-only checkpoints, the merged model, kill -9 and a bitwise resume), and `msllm-sft` on a conversation
+file that no other test uses."""
 import json, random, signal, subprocess, time
 from pathlib import Path
 import numpy as np
@@ -55,20 +56,6 @@ def test_sft_run_trains_on_answers(sft_reference):
     assert sorted(records(sft_reference)) == list(range(1, STEPS + 1)) and val[STEPS] < val[0], val
 
 
-@pytest.mark.slow
-def test_sft_sigkill_then_resume_is_bitwise_identical(sft_data, sft_reference, tmp_path):
-    kill_at = random.Random().randint(3, STEPS - 1)
-    p = subprocess.Popen([str(BIN / 'train_llm'), *sft_args(sft_data, tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while p.poll() is None and not any(r['step'] >= kill_at for r in tl.read_metrics(tmp_path, 'train')): time.sleep(0.05)
-    p.send_signal(signal.SIGKILL); p.wait()
-    r = run([BIN / 'train_llm', *sft_args(sft_data, tmp_path), '--resume'])
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert [e['event'] for e in tl.read_metrics(tmp_path, 'event')].count('resumed') == 1
-    assert records(tmp_path) == records(sft_reference), f'killed at step {kill_at}'
-    ref, got = weights(sft_reference), weights(tmp_path)
-    assert all(np.array_equal(ref[k], got[k]) for k in ref)
-
-
 @pytest.mark.cluster
 def test_sft_msrun_two_ranks_equal_one_process(sft_data, sft_reference, tmp_path):
     cmd = [BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
@@ -80,6 +67,38 @@ def test_sft_msrun_two_ranks_equal_one_process(sft_data, sft_reference, tmp_path
     assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
     rw, w = weights(sft_reference), weights(tmp_path)
     assert max(float(np.abs(rw[k] - w[k]).max()) for k in rw) <= 1e-4
+
+
+@pytest.fixture(scope='session')
+def lora_reference(sft_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp('lora_ref')
+    r = run([BIN / 'train_llm', *sft_args(sft_data, out, 'lora_rank=4', 'lora_alpha=8')])
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def test_lora_run_keeps_adapters_and_writes_the_merged_model(sft_data, lora_reference):
+    names = set(load_ms_weights(Path(lora_reference) / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt'))
+    assert names and all('mindpet_delta_lora' in k for k in names), sorted(names)[:4]
+    merged = load_ms_weights(Path(lora_reference) / 'merged' / 'model.ckpt')
+    base = load_ms_weights(sft_data / 'base' / 'model.ckpt')
+    assert merged.keys() == base.keys()  # the plain model's names: convertible and loadable as any checkpoint
+    changed = {k for k in base if not np.array_equal(base[k], merged[k])}
+    assert changed and all(k.rsplit('.', 2)[-2] in S.LORA_TARGETS for k in changed), sorted(changed)[:4]  # only the adapted projections moved
+
+
+@pytest.mark.slow
+def test_lora_sigkill_then_resume_is_bitwise_identical(sft_data, lora_reference, tmp_path):
+    a = sft_args(sft_data, tmp_path, 'lora_rank=4', 'lora_alpha=8')
+    kill_at = random.Random().randint(3, STEPS - 1)
+    p = subprocess.Popen([str(BIN / 'train_llm'), *a], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None and not any(r['step'] >= kill_at for r in tl.read_metrics(tmp_path, 'train')): time.sleep(0.05)
+    p.send_signal(signal.SIGKILL); p.wait()
+    r = run([BIN / 'train_llm', *a, '--resume'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert records(tmp_path) == records(lora_reference), f'killed at step {kill_at}'
+    ref, got = (load_ms_weights(Path(d) / 'merged' / 'model.ckpt') for d in (lora_reference, tmp_path))
+    assert all(np.array_equal(ref[k], got[k]) for k in ref)
 
 
 def test_doctor_reads_an_sft_run(sft_reference):
