@@ -85,6 +85,9 @@ def test_lora_run_keeps_adapters_and_writes_the_merged_model(sft_data, lora_refe
     assert merged.keys() == base.keys()  # the plain model's names: convertible and loadable as any checkpoint
     changed = {k for k in base if not np.array_equal(base[k], merged[k])}
     assert changed and all(k.rsplit('.', 2)[-2] in S.LORA_TARGETS for k in changed), sorted(changed)[:4]  # only the adapted projections moved
+    from msllm_nb.eval import _resolve  # msllm-eval RUN_DIR of a LoRA run scores its merged model, with the run's tokenizer
+    ckpt, tok = _resolve(lora_reference)
+    assert ckpt == Path(lora_reference) / 'merged' / 'model.ckpt' and tok is not None and Path(tok).exists(), (ckpt, tok)
 
 
 @pytest.mark.slow
