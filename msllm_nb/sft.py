@@ -23,8 +23,8 @@ from .train_step import causal_nll
 __all__ = ['COURSE_CHAT_TEMPLATE', 'ROLES', 'PROBLEMS', 'ROWS', 'SYSTEM', 'LORA_TARGETS', 'chat_tokenizer', 'end_of_turn_id',
            'conversation_problem', 'Conversations', 'read_conversations', 'Tokenized', 'tokenize_conversation',
            'fit_window', 'pack', 'one_per_window', 'padding_share', 'packed_mask', 'PackedLM', 'SFTLossCell',
-           'instructions_from', 'build_instructions', 'read_items', 'write_sft_folder', 'windows', 'loss_cell',
-           'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs', 'add_lora', 'merge_lora']
+           'instructions_from', 'build_instructions', 'read_items', 'PackedRows', 'write_sft_folder', 'windows',
+           'loss_cell', 'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs', 'add_lora', 'merge_lora']
 
 # %% ../nbs/10_sft.ipynb #cb800445
 COURSE_CHAT_TEMPLATE = ("{% for m in messages %}{{ bos_token + m['role'] + '\\n' + m['content'] + eos_token + '\\n' }}{% endfor %}"
@@ -280,14 +280,12 @@ def read_items(path:str|Path)->list:
     "(task, messages) pairs of a `build_instructions` file."
     with open(path, encoding='utf-8') as f: return [(r['task'], r['messages']) for r in map(json.loads, f) if r]
 
-# %% ../nbs/10_sft.ipynb #1a2a8b21
-class _Slice:
-    "Windows lo..hi-1 of a packed array, each as a 1-tuple (the layout `GlobalBatches` reads)."
-    def __init__(self, arr, lo:int, hi:int): self.a, self.lo, self.n = arr, lo, hi - lo
-    def __len__(self): return self.n
-    def __getitem__(self, i):
-        if not 0 <= i < self.n: raise IndexError(i)
-        return (np.asarray(self.a[self.lo + i]),)
+# %% ../nbs/10_sft.ipynb #7086cda6
+class PackedRows:
+    "The windows of an SFT folder, each as a 1-tuple [4, seq_len] (the layout `GlobalBatches` reads), memory-mapped."
+    def __init__(self, arr): self.a = arr
+    def __len__(self): return len(self.a)
+    def __getitem__(self, i): return (np.asarray(self.a[i]),)
 
 def write_sft_folder(conversations:Conversations, tokenizer:str|Path, out_dir:str|Path, seq_len:int=256, seed:int=0)->dict:
     """Tokenize, fit to the window and pack conversations into `out_dir` (windows.npy [N, 4, seq_len], the chat tokenizer,
@@ -316,16 +314,15 @@ def write_sft_folder(conversations:Conversations, tokenizer:str|Path, out_dir:st
     (out/'meta.json').write_text(json.dumps(meta, indent=1, ensure_ascii=False))
     return meta
 
-def windows(folder:str|Path, seq_len:int, val_fraction:float=0.02)->tuple:
-    "Train and validation windows of an SFT folder, and its meta (what `train_llm`'s `split_windows` returns for token folders)."
+def windows(folder:str|Path, seq_len:int)->tuple:
+    "The packed windows of an SFT folder and its meta: what `train_llm`'s `split_windows` splits into training and validation."
     folder = Path(folder)
     meta = json.loads((folder/'meta.json').read_text())
     arr = np.load(folder/'windows.npy', mmap_mode='r')
     if arr.ndim != 3 or arr.shape[1] != len(ROWS): raise ValueError(f'{folder}/windows.npy: shape {arr.shape}, expected [windows, {len(ROWS)}, seq_len]')
     if arr.shape[2] != seq_len: raise ValueError(f'seq_len {seq_len}: {folder} holds windows of {arr.shape[2]} tokens; set seq_len: {arr.shape[2]} (or re-pack with msllm-sft --seq_len {seq_len})')
-    n_val = max(1, int(len(arr) * val_fraction)) if val_fraction > 0 else 0
-    if len(arr) - n_val < 1: raise ValueError(f'{folder}: only {len(arr)} windows; nothing left to train on')
-    return _Slice(arr, 0, len(arr) - n_val), _Slice(arr, len(arr) - n_val, len(arr)), meta
+    meta['tokenizer'] = str(folder/meta['tokenizer'])  # stored relative to the folder, as in chapter 03's token folders
+    return PackedRows(arr), meta
 
 def loss_cell(model:msm.LlamaForCausalLM, world:int=1)->SFTLossCell:
     "The loss `train_llm` uses on an SFT folder of `world` ranks."

@@ -64,7 +64,7 @@ class GlobalBatches:
 
 def data_format(token_dir:str|Path):
     """The module that reads a data folder whose meta.json names a `format` other than chapter 03's tokens, else None.
-    Such a module gives `windows(folder, seq_len, val_fraction)` and `loss_cell(model)`; the loop does not change.
+    Such a module gives `windows(folder, seq_len)` and `loss_cell(model, world)`; the loop does not change.
     Chapter 10's packed conversations (`format: sft`) are the one so far."""
     fmt = json.loads((Path(token_dir)/'meta.json').read_text()).get('format', 'tokens')
     if fmt == 'tokens': return None
@@ -74,13 +74,15 @@ def data_format(token_dir:str|Path):
     raise ValueError(f'{token_dir}/meta.json: format {fmt!r} is unknown (tokens or sft)')
 
 def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02)->tuple:
-    "Train and validation windows of seq_len tokens (consecutive windows share one token, so every token is a target once)."
-    if (fmt := data_format(token_dir)) is not None: return fmt.windows(token_dir, seq_len, val_fraction)
-    store = mss.TokenStore(token_dir)
-    win = mss.PackedWindows(store, seq_len - 1)  # PackedWindows yields n+1 tokens
+    """Train and validation windows of seq_len tokens, split by position (token folders: consecutive windows share one
+    token, so every token is a target once; another `data_format`: its own windows)."""
+    if (fmt := data_format(token_dir)) is not None: win, meta = fmt.windows(token_dir, seq_len)
+    else:
+        store = mss.TokenStore(token_dir)
+        win, meta = mss.PackedWindows(store, seq_len - 1), store.meta  # PackedWindows yields n+1 tokens
     n_val = max(1, int(len(win) * val_fraction)) if val_fraction > 0 else 0
     if len(win) - n_val < 1: raise ValueError(f'{token_dir}: only {len(win)} windows of {seq_len} tokens; nothing left to train on')
-    return WindowRange(win, 0, len(win) - n_val), WindowRange(win, len(win) - n_val, len(win)), store.meta
+    return WindowRange(win, 0, len(win) - n_val), WindowRange(win, len(win) - n_val, len(win)), meta
 
 def step_batches(source:GlobalBatches, start_step:int=0, workers:int=1, prefetch:int=4):
     "Iterate (step, ids) from start_step with a MindSpore GeneratorDataset; the position is restored with set_init_step."
