@@ -12,8 +12,8 @@ from fastcore.script import call_parse, Param, store_true
 from .env import env_report, env_problems
 
 # %% auto #0
-__all__ = ['run_reference', 'torch_probe', 'chapter_notebooks', 'cells_as_files', 'run_notebook', 'chapter_runs',
-           'one_launch_at_a_time', 'run_roadmap', 'roadmap_report', 'roadmap_cli']
+__all__ = ['run_reference', 'torch_probe', 'import_quietly', 'chapter_notebooks', 'cells_as_files', 'run_notebook',
+           'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report', 'roadmap_cli']
 
 # %% ../nbs/00_runner.ipynb #0c7f6171
 def _reference_child(job:str, result:str):
@@ -56,6 +56,19 @@ def torch_probe()->dict:
     except ImportError: return {'installed': False}
     return {'installed': True, 'version': str(torch.__version__), 'cuda_build': torch.version.cuda and str(torch.version.cuda),  # plain str: unpickling torch's own types would import torch here
             'cuda_available': torch.cuda.is_available(), 'threads': torch.get_num_threads()}
+
+# %% ../nbs/00_runner.ipynb #9f8f16d0
+def import_quietly(module:str # a module that imports MindFormers: `mindformers.core`, `mindpet.delta.lora`, ...
+                  ):
+    "Import `module` with MindFormers' import-time warnings kept in its log file (a temporary `LOG_MF_PATH`); its console then shows errors only."
+    import importlib, io, logging, tempfile
+    os.environ.setdefault('LOG_MF_PATH', str(Path(tempfile.gettempdir())/'msllm_mindformers_log'))
+    with contextlib.redirect_stdout(io.StringIO()):  # MindFormers' console handler is created on import, bound to stdout
+        mod = importlib.import_module(module)
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith('mindformers')]:
+        for h in logging.getLogger(name).handlers:
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler): h.setStream(sys.stdout); h.setLevel(logging.ERROR)
+    return mod
 
 # %% ../nbs/00_runner.ipynb #ddf1fd0a
 def chapter_notebooks(nbs_dir:str|Path='nbs' # folder holding NN_*.ipynb

@@ -319,12 +319,21 @@ def run_tasks(lm, # an lm_eval LM (an `MsllmLM`, or the harness's `hf` model)
     from lm_eval.tasks import TaskManager
     known = task_names(task_dir)
     if unknown := [t for t in (tasks or []) if t not in known]: raise ValueError(f'unknown task {unknown[0]!r}: {task_dir} has {known}')
-    import datasets
+    import datasets, lm_eval.evaluator as harness
     logging.getLogger('lm_eval').setLevel(logging.WARNING)  # its INFO lines narrate every task it builds
     datasets.disable_progress_bars()  # a bar per task file read; the harness's own bars show the work
+    git_hash, harness.get_git_commit_hash = harness.get_git_commit_hash, _git_commit_quietly
     try: return lm_eval.simple_evaluate(model=lm, tasks=tasks or known, task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
                                         limit=limit, log_samples=log_samples, torch_random_seed=None, bootstrap_iters=0)
-    finally: datasets.enable_progress_bars()
+    finally: datasets.enable_progress_bars(); harness.get_git_commit_hash = git_hash
+
+def _git_commit_quietly()->str|None:
+    """The harness's `get_git_commit_hash` (the commit its results record), with git's stderr discarded: outside a git
+    checkout, `git describe` prints 'fatal: not a git repository' to the terminal, once per evaluation."""
+    import subprocess
+    from lm_eval.loggers.utils import get_commit_from_path
+    try: return subprocess.check_output(['git', 'describe', '--always'], stderr=subprocess.DEVNULL).strip().decode()
+    except (subprocess.CalledProcessError, FileNotFoundError): return get_commit_from_path(os.getcwd())
 
 def save_results(results:dict, out:str|Path)->Path:
     "Write harness results with the harness's own writer (`EvaluationTracker`): `out/<model>/results_<time>.json`."

@@ -84,12 +84,19 @@ def same_architecture(hf_dir:Path, ckpt:str|Path):
     diff = [f'{k} {getattr(ref, k)} vs {getattr(got, k)}' for k in ARCH_FIELDS if getattr(ref, k) != getattr(got, k)]
     if diff: raise ValueError(f'{ckpt} is not a conversion of {hf_dir}: {"; ".join(diff)} (Hugging Face vs checkpoint)')
 
+_REFERENCES = {}  # (HF folder and the state of its files, ids, n_gen) → the reference's outputs, computed once per process
+
+def _folder_state(d:Path)->tuple:
+    "What the reference's outputs depend on in an HF folder: every file's name, size and modification time."
+    return tuple(sorted((p.relative_to(d).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in d.rglob('*') if p.is_file()))
+
 def check_parity(hf_dir:str|Path, # HF model directory (the reference)
                  ckpt:str|Path|None=None, # converted MindSpore checkpoint; converted into a temp dir if None
                  ids:list[list[int]]|None=None, # token ids; default: 2 seeded random rows of 24
                  n_gen:int=32)->dict:
     """Convert (if needed), run both models on the same ids, and compare. The reference runs first, in its own process,
-    and the MindSpore model is loaded once that process has exited: the two models are never in memory at once."""
+    and the MindSpore model is loaded once that process has exited: the two models are never in memory at once. Checking
+    several conversions against one unchanged HF folder runs the reference once."""
     from msllm_nb.model import LlamaConfig
     hf_dir = Path(hf_dir)
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +107,9 @@ def check_parity(hf_dir:str|Path, # HF model directory (the reference)
         if ids is None:
             ids = np.random.default_rng(0).integers(3, cfg.vocab_size, (2, 24)).tolist()
         import msllm_nb.parity as this  # the module's function: a notebook's own copy cannot be spawned
-        ref = run_reference(this.hf_reference, str(hf_dir), ids, n_gen)
+        key = (str(hf_dir.resolve()), _folder_state(hf_dir), json.dumps(np.asarray(ids).tolist()), n_gen)
+        if key not in _REFERENCES: _REFERENCES[key] = run_reference(this.hf_reference, str(hf_dir), ids, n_gen)
+        ref = _REFERENCES[key]
         model = load_model(ckpt)
         return compare(ref, ms_outputs(model, ids, n_gen), cfg.dtype)
 

@@ -17,6 +17,7 @@ from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
 from .bpe import iter_clean_texts, export_hf_tokenizer
 from .shards import group_of
+from .course import import_quietly
 from .train_step import causal_nll
 
 # %% auto #0
@@ -396,17 +397,9 @@ def answer_logprobs(model:msm.LlamaForCausalLM, tok, items:list, seq_len:int, ba
 LORA_TARGETS = ('wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3')  # the attention and MLP projections
 
 def _lora_dense():
-    """mindpet's `LoRADense`. Importing mindpet imports MindFormers, which logs to `LOG_MF_PATH` (`./output/log` unless
-    set: here a temporary folder) and prints warnings about models it cannot import (DeepSeek, Qwen3), unrelated to LoRA.
-    Those stay in its log file; its console handler is kept for errors."""
-    os.environ.setdefault('LOG_MF_PATH', str(Path(tempfile.gettempdir())/'msllm_mindformers_log'))
-    import contextlib, io, logging
-    with contextlib.redirect_stdout(io.StringIO()):  # MindFormers' console handler is created on import, bound to stdout
-        from mindpet.delta.lora import LoRADense
-    for name in [n for n in logging.root.manager.loggerDict if n.startswith('mindformers')]:
-        for h in logging.getLogger(name).handlers:
-            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler): h.setStream(sys.stdout); h.setLevel(logging.ERROR)
-    return LoRADense
+    """mindpet's `LoRADense`. Importing mindpet imports MindFormers, whose import-time log folder and warnings (about
+    models it cannot import, unrelated to LoRA) `import_quietly` (00·1) keeps off the terminal and out of the working folder."""
+    return import_quietly('mindpet.delta.lora').LoRADense
 
 def _rename(model:nn.Cell):
     "Give every parameter its path in the model (a cell swapped in after construction knows only its own attribute name)."

@@ -30,3 +30,16 @@ def reference(tokens, tmp_path_factory):
 def msrun_dp(tokens, tmp_path_factory):
     "Plain data parallel on 2 msrun ranks, the reference's global batch."
     return msrun(tokens, tmp_path_factory.mktemp('msrun_dp'))
+
+
+# Under pytest-xdist (`.ci/run` runs `pytest -n 2 --dist loadgroup`): the tests of a file share a worker, so that a file's
+# fixtures are built once; every test that launches several processes (marked `cluster`, or using a fixture that
+# does) shares one group, so two multi-process jobs never run side by side (on 2 cores a CPU all-reduce then timed
+# out). A single-process test on the other worker runs beside them.
+MULTI_PROCESS_FIXTURES = {'msrun_dp', 'zero_run'}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        multi = item.get_closest_marker('cluster') or MULTI_PROCESS_FIXTURES & set(getattr(item, 'fixturenames', ()))
+        item.add_marker(pytest.mark.xdist_group('cluster' if multi else item.path.stem))

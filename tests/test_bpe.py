@@ -8,7 +8,7 @@ from msllm_nb.clean import clean_corpus, SAMPLE_DIR
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # session: built once per pytest-xdist worker, however the worker interleaves files
 def cleaned(tmp_path_factory):
     d = tmp_path_factory.mktemp('clean')
     clean_corpus([SAMPLE_DIR], d, workers=2, progress=False)

@@ -12,7 +12,7 @@ from msllm_nb.course import run_reference
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # session: built once per pytest-xdist worker, however the worker interleaves files
 def fx(tmp_path_factory):
     "Tiny HF fixtures built by transformers in a child process."
     d = tmp_path_factory.mktemp('fx')

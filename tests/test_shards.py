@@ -10,7 +10,7 @@ from msllm_nb.bpe import train_bpe
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # session: built once per pytest-xdist worker, however the worker interleaves files
 def prepared(tmp_path_factory):
     d = tmp_path_factory.mktemp('prep')
     clean_corpus([SAMPLE_DIR], d / 'clean', workers=2, progress=False)

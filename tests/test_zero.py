@@ -115,7 +115,7 @@ def test_bad_settings_are_refused(tokens, tmp_path, extra, message):
 
 # ---- ZeRO-1 under msrun
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # session: built once per pytest-xdist worker, however the worker interleaves files
 def zero_run(tokens, tmp_path_factory):
     return msrun(tokens, tmp_path_factory.mktemp('zero'), 'zero=1')
 
