@@ -32,10 +32,10 @@ def msrun_dp(tokens, tmp_path_factory):
     return msrun(tokens, tmp_path_factory.mktemp('msrun_dp'))
 
 
-# Under pytest-xdist (`.ci/run` runs `pytest -n 2 --dist loadgroup`): the tests of a file share a worker, so that a file's
-# fixtures are built once; every test that launches several processes (marked `cluster`, or using a fixture that
-# does) shares one group, so two multi-process jobs never run side by side (on 2 cores a CPU all-reduce then timed
-# out). A single-process test on the other worker runs beside them.
+# Under pytest-xdist (`.ci/run` runs `pytest -n 2 --dist loadgroup`): every test that launches several processes (marked
+# `cluster`, or using a fixture that does) shares one group, so two multi-process jobs never run side by side (on 2 cores
+# a CPU all-reduce then timed out); a single-process test on the other worker runs beside them. The other tests of a
+# file share a worker, so that most fixtures are built once (one used by both groups is built on both workers).
 MULTI_PROCESS_FIXTURES = {'msrun_dp', 'zero_run'}
 
 
