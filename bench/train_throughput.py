@@ -15,12 +15,13 @@ PyTorch process left running halves the other's throughput on 2 cores (spinning 
 the best FLOP/s either framework reaches on a 1024³ float32 matmul, each measured in a fresh process of its own at
 the start of the run (a probe inside a worker that holds a 135M-parameter model read 74 GFLOP/s instead of ~220).
 
-    python bench/train_throughput.py --fresh --profile  # the committed table: all sizes, every turn a fresh process, plus
-                                                        # each side's top operators; writes bench/results/train_throughput_fresh.md
-    python bench/train_throughput.py --fresh --quick    # the tiny size only (a few minutes)
-    python bench/train_throughput.py --variants         # MindSpore settings tried, each against the shipped one
-    python bench/train_throughput.py                    # two live processes taking turns (SIGSTOP): faster, but biased:
-                                                        # the variants run found the first-started process slowed 1.1-1.7x
+    python bench/train_throughput.py --profile   # the committed table: all sizes, every turn a fresh process (compile,
+                                                 # WARMUP steps shown as a curve, then the timed steps), plus each side's
+                                                 # top operators; writes bench/results/train_throughput_fresh.md
+    python bench/train_throughput.py --quick     # the tiny size only
+    python bench/train_throughput.py --variants  # MindSpore settings tried, each against the shipped one
+    python bench/train_throughput.py --live      # two live processes taking turns (SIGSTOP): faster, but biased:
+                                                 # the variants run found the first-started process slowed 1.1-1.7x
 """
 import argparse, math, multiprocessing as mp, os, signal, statistics, sys, tempfile, time
 from pathlib import Path
@@ -39,6 +40,10 @@ SIZES = {
                                 rms_norm_eps=1e-5, rope_theta=100000.0), 1),
 }
 SEQS = (128, 256)
+# Steps run after compiling and before timing. MindSpore's first steps after compiling run up to 1.4x slower than
+# its steady state (the --warmup curve in the committed table shows where it settles); 3 timed steps in a fresh
+# process mostly saw those, and read MindSpore ÷ PyTorch 0.48-0.52 where the settled ratio was 0.63-0.79.
+WARMUP = 8
 
 
 def _matmul_peak(fw, n=1024, reps=10):
@@ -158,6 +163,8 @@ VARIANTS = {
     'compile cache': 'ms.set_context(enable_compile_cache=True, compile_cache_path=...): the second and later processes load the compiled graph',
     'data sink': 'batches fed through ms.data_sink(step, dataset) from a GeneratorDataset, instead of a Tensor passed to the step cell',
     'logits for every position (before)': 'the model runs on all of ids and the loss drops the last position (logits[:, :-1]); shipped until 2026-11-30',
+    'reductions by autodiff (before)': "RMSNorm's mean with ops.mean, the softmax's and RMSNorm's gradients by autodiff (ReduceSum), the clipping norm as "
+                                       'ops.square(g).sum(), instead of sums as matmuls with a ones vector; shipped until 2026-12-02',
 }
 
 
@@ -224,13 +231,25 @@ def _apply_variant(variant):
         M.Attention.construct = _training_attention(scores, ops, M)
     elif variant == 'compile cache':  # measure_variants names a folder shared by the repetitions
         ms.set_context(enable_compile_cache=True, compile_cache_path=os.environ['MSLLM_BENCH_COMPILE_CACHE'])
+    elif variant == 'reductions by autodiff (before)':
+        import msllm_nb.model as M, msllm_nb.train_step as TS
+        def rms(self, x):
+            xf = x.astype(ms.float32)
+            return self.weight * (xf * ops.rsqrt(ops.mean(ops.square(xf), -1, keep_dims=True) + self.eps)).astype(x.dtype)
+        def clip_by_global_norm(grads, clip):
+            norm = ops.sqrt(ops.addn([ops.square(g).sum() for g in grads]))
+            scale = clip / ops.maximum(norm, clip) if clip > 0 else ops.ones_like(norm)
+            return tuple([g * scale.astype(g.dtype) for g in grads]), norm
+        M.RMSNorm.construct, TS.clip_by_global_norm = rms, clip_by_global_norm
+        del M.Softmax.bprop  # autodiff differentiates ops.softmax
     elif variant == 'logits for every position (before)':
         def construct(self, ids): return self.loss_fn(self.model(ids), ids)  # CausalLMLoss slices the last position off
         T.LossCell.construct = construct
 
 
-def worker(fw, fields, batch, seq, weights, conn, variant='baseline'):
-    "One framework's training step on one size; waits for 'run n' commands and answers with the per-step seconds."
+def worker(fw, fields, batch, seq, weights, conn, variant='baseline', warmup=WARMUP):
+    """One framework's training step on one size: compiles (the first step), runs `warmup` timed warm-up steps, then
+    waits for 'run n' commands and answers with the per-step seconds."""
     os.environ.setdefault('GLOG_v', '3')
     import numpy as np
     from msllm_nb.model import LlamaConfig
@@ -278,12 +297,15 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline'):
                 opt.step(); sched.step()
                 return float(loss.detach())
         t0 = time.perf_counter(); first = step(); warm = time.perf_counter() - t0
-        step()
         return step, first, warm
     try: step, first, warm = setup()
     except Exception as e:  # e.g. a setting this backend refuses: the table shows the message
         conn.send({'error': f'{type(e).__name__}: {e}'.splitlines()[0][:300]}); return
-    conn.send({'first_loss': first, 'warmup_s': warm, 'threads': _threads(fw), 'flops_per_token': flops_per_token(cfg, seq)})
+    curve = []
+    for _ in range(warmup):
+        t0 = time.perf_counter(); step(); curve.append(time.perf_counter() - t0)
+    conn.send({'first_loss': first, 'warmup_s': warm, 'warmup_times': curve, 'threads': _threads(fw),
+               'flops_per_token': flops_per_token(cfg, seq)})
     while True:
         cmd = conn.recv()
         if cmd == 'profile': conn.send(_profile(fw, step)); continue
@@ -347,12 +369,12 @@ def _reps(times, reps):
     return [times[i * n:(i + 1) * n] for i in range(reps)]
 
 
-def measure_variants(steps, reps, only=None):
+def measure_variants(steps, reps, only=None, warmup=WARMUP):
     """MindSpore tok/s of each VARIANTS entry on the tiny size at seq 256. Each turn is a fresh process, alone on the
     machine (compile, 2 warm-up steps, then `steps` timed steps); the order is reversed every other repetition.
     An earlier version kept all variants alive and took turns with SIGSTOP, like `measure`: there the first-started
     process (the baseline) came out 1.1-1.7x slower than every variant, while fresh processes ranked it first."""
-    (fields, batch), seq = SIZES[next(iter(SIZES))], 256
+    (fields, batch), seq = SIZES[next(iter(SIZES))], max(SEQS)
     names = ['baseline', *[v for v in only if v != 'baseline']] if only else list(VARIANTS)
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -360,19 +382,19 @@ def measure_variants(steps, reps, only=None):
         for r in range(reps):
             for v in (names if r % 2 == 0 else names[::-1]):
                 if 'error' in res.get(v, {}): continue
-                try: info = _fresh_turn('ms', fields, batch, seq, str(Path(tmp) / 'w.npz'), steps, variant=v)
+                try: info = _fresh_turn('ms', fields, batch, seq, str(Path(tmp) / 'w.npz'), steps, variant=v, warmup=warmup)
                 except RuntimeError as e: res[v] = {'error': str(e)}; continue
                 got = res.setdefault(v, {**info, 'times': [], 'warmups': []})
                 got['times'] += info['times']; got['warmups'].append(info['warmup_s'])
     return res, batch * seq
 
 
-def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=(), variant='baseline'):
+def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=(), variant='baseline', warmup=WARMUP):
     "One fresh worker process, alone on the machine: compile and warm up, time `steps` steps, answer `extra` commands, stop."
     import train_throughput as H
     ctx = mp.get_context('spawn')
     a, b = ctx.Pipe()
-    p = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b, variant))  # not daemonic: the profiler's analysis starts children
+    p = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b, variant, warmup))  # not daemonic: the profiler's analysis starts children
     p.start(); b.close()  # only the child holds its end: a dead child is an EOFError here
     try: info = a.recv()
     except EOFError:
@@ -384,7 +406,7 @@ def _fresh_turn(fw, fields, batch, seq, weights, steps, extra=(), variant='basel
     return info
 
 
-def measure(name, fields, batch, seq, steps, reps, profile=False, fresh=False):
+def measure(name, fields, batch, seq, steps, reps, profile=False, fresh=False, warmup=WARMUP):
     import train_throughput as H  # this file as a module: spawned children import `worker` by name
     ctx = mp.get_context('spawn')
     with tempfile.TemporaryDirectory() as tmp:
@@ -393,16 +415,16 @@ def measure(name, fields, batch, seq, steps, reps, profile=False, fresh=False):
             res = {}
             for r in range(reps):
                 for fw in (('ms', 'torch') if r % 2 == 0 else ('torch', 'ms')):
-                    info = _fresh_turn(fw, fields, batch, seq, weights, steps, ('profile',) if r == 0 and profile else ())
-                    got = res.setdefault(fw, {**info, 'times': [], 'cpu_s': 0.0})
-                    got['times'] += info['times']; got['cpu_s'] += info['cpu_s']
+                    info = _fresh_turn(fw, fields, batch, seq, weights, steps, ('profile',) if r == 0 and profile else (), warmup=warmup)
+                    got = res.setdefault(fw, {**info, 'times': [], 'cpu_s': 0.0, 'curves': []})
+                    got['times'] += info['times']; got['cpu_s'] += info['cpu_s']; got['curves'].append(info['warmup_times'])
             return res
         res, procs, conns = {}, {}, {}
         for fw in ('ms', 'torch'):  # MindSpore first: it writes the initial weights the PyTorch side loads
             a, b = ctx.Pipe()
-            procs[fw] = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b), daemon=True)
+            procs[fw] = ctx.Process(target=H.worker, args=(fw, fields, batch, seq, weights, b, 'baseline', warmup), daemon=True)
             procs[fw].start(); conns[fw] = a; b.close()
-            res[fw] = conns[fw].recv(); res[fw].update(times=[], cpu_s=0.0)
+            res[fw] = conns[fw].recv(); res[fw].update(times=[], cpu_s=0.0, curves=[res[fw]['warmup_times']])
         for r in range(reps):  # alternate, starting side swapped each repetition
             for fw in (('ms', 'torch') if r % 2 == 0 else ('torch', 'ms')):
                 got = _turn(conns, procs, fw, steps)
@@ -414,11 +436,11 @@ def measure(name, fields, batch, seq, steps, reps, profile=False, fresh=False):
 
 
 def time_split(profiles):
-    """Why a size is below 1.0: each side's step (median wall time) split into matmul kernels, other kernels and time
+    """Each side's step (median wall time) split into matmul kernels, other kernels and time
     outside any kernel (wall minus the profiler's operator total), and how many cores its threads kept busy."""
-    rows = ['### Where a step\'s time goes, and why MindSpore is slower', '',
+    rows = ['### Where a step\'s time goes, side by side', '',
             '| model | batch × seq | side | step ms | matmul kernels ms | other kernels ms | outside kernels ms | cores busy | '
-            'MindSpore\'s extra time per step: matmul / other kernels / outside kernels |', '|---|---|---|---|---|---|---|---|---|']
+            'MindSpore minus PyTorch per step: matmul / other kernels / outside kernels |', '|---|---|---|---|---|---|---|---|---|']
     for label, batch, seq, r in profiles:
         split = {}
         for fw in ('torch', 'ms'):
@@ -442,18 +464,21 @@ def time_split(profiles):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='the tiny size only')
-    ap.add_argument('--steps', type=int, default=3, help='steps per turn')
+    ap.add_argument('--steps', type=int, default=10, help='timed steps per turn')
+    ap.add_argument('--warmup', type=int, default=WARMUP, help='steps after compiling and before timing (their times are the warm-up curve)')
     ap.add_argument('--reps', type=int, default=4, help='turns per framework')
     ap.add_argument('--variants', action='store_true', help='only the table of MindSpore settings tried (tiny size)')
-    ap.add_argument('--fresh', action='store_true', help='every turn in a new process (compile included), instead of two live processes taking turns')
+    ap.add_argument('--live', action='store_true', help='two live processes taking turns, instead of every turn in a new process')
     ap.add_argument('--only', default='', help='with --variants: these variants (comma separated) against the baseline, printed only')
+    ap.add_argument('--out', default='', help='with --only: also write the table to bench/results/OUT.md')
+    ap.add_argument('--sizes', default='', help='comma-separated starts of size names, e.g. tiny,~100M (default: all; --quick: the first)')
     ap.add_argument('--profile', action='store_true', help="also each side's operators (MindSpore profiler, torch.profiler) and where a step's time goes")
     a = ap.parse_args()
     if a.variants:
         only = [v for v in a.only.split(',') if v]
         unknown = [v for v in only if any(part not in VARIANTS for part in v.split(' + '))]
         if unknown: ap.error(f'--only: unknown variant(s) {unknown}; known: {list(VARIANTS)}')
-        res, tok = measure_variants(a.steps, a.reps, only)
+        res, tok = measure_variants(a.steps, a.reps, only, a.warmup)
         base = tok / statistics.median(res['baseline']['times'])
         rows = ['| MindSpore setting | what changes | tok/s | vs baseline | each repetition vs baseline | first-step loss | warm-up (compile) s, each repetition |',
                 '|---|---|---|---|---|---|---|']
@@ -464,9 +489,14 @@ def main():
             per = [statistics.median(b) / statistics.median(t) for b, t in zip(_reps(res['baseline']['times'], a.reps), _reps(r['times'], a.reps))]
             rows.append(f"| {v} | {what} | {tps:.0f} | {tps / base:.2f} | {' / '.join(f'{x:.2f}' for x in per)} | {r['first_loss']:.5f} "
                         f"| {' / '.join(f'{w:.0f}' for w in r['warmups'])} |")
-        if only: print('\n'.join(rows)); return  # a partial table is not the committed one
+        if only and not a.out: print('\n'.join(rows)); return  # a partial table is not the committed one
+        if only:
+            write_result(a.out, f'Training throughput: {", ".join(only)} against the shipped step (tiny size, 8 × {max(SEQS)}, CPU)',
+                         '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: '
+                         f'median of {a.reps} repetitions × {a.steps} steps each, after compile and {a.warmup} warm-up steps.')
+            return
         write_result('train_throughput_variants', 'Training throughput: MindSpore settings tried (tiny size, 8 × 256, CPU)',
-                     '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: median of {a.reps} repetitions × {a.steps} steps each, after compile and 2 warm-up steps. '
+                     '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: median of {a.reps} repetitions × {a.steps} steps each, after compile and {a.warmup} warm-up steps. '
                      'A repetition\'s ratio moves by up to ±0.2 between repetitions and runs on this machine, so a '
                      'setting counts as a win only if every repetition of every run shows one. Rotary as a matmul, which won three earlier runs (1.09, '
                      '1.09, 1.18), was then timed against the slices inside one process, both step cells compiled side by side and their steps '
@@ -475,30 +505,42 @@ def main():
                      'which the mindspore wheel does not install, and the process dies in compile. With `decorator` on the path it compiles and runs, '
                      'but slower than the baseline (2.26 s against 1.55 s per step, one after the other while another job ran, 2026-11-30).')
         return
-    rows = ['| model | batch × seq | PyTorch eager tok/s | MindSpore GRAPH tok/s | ratio MS ÷ PT | MFU PT | MFU MS '
-            '| first-step loss PT / MS | MS warm-up (compile) s |', '|---|---|---|---|---|---|---|---|---|']
-    sizes = list(SIZES.items())[:1] if a.quick else list(SIZES.items())
+    rows = ['| model | batch × seq | PyTorch eager tok/s | MindSpore GRAPH tok/s | ratio MS ÷ PT | ratio, each repetition | MFU PT | MFU MS '
+            '| first-step loss PT / MS | MS compile s |', '|---|---|---|---|---|---|---|---|---|---|']
+    curves = ['### Warm-up: step time after compiling', '', 'Median over the turns of each warm-up step\'s time (ms), then the '
+              'timed steps\' median (the steady state the table reports).', '',
+              '| model | batch × seq | side | warm-up steps, ms | steady ms |', '|---|---|---|---|---|']
+    want = [w.strip() for w in a.sizes.split(',') if w.strip()]
+    if unknown := [w for w in want if not any(n.startswith(w) for n in SIZES)]: ap.error(f'--sizes: no size starts with {unknown}; sizes: {list(SIZES)}')
+    sizes = ([(n, f) for n, f in SIZES.items() if any(n.startswith(w) for w in want)] if want else
+             list(SIZES.items())[:1] if a.quick else list(SIZES.items()))
     profiles = []
     from msllm_nb.model import LlamaConfig, param_count
     peak = machine_peaks(); top = max(peak.values())
     for name, (fields, batch) in sizes:
         label = f'{name}, {param_count(LlamaConfig(**fields)) / 1e6:.1f}M params'
         for seq in SEQS:
-            r = measure(name, fields, batch, seq, a.steps, a.reps, a.profile, a.fresh)
+            r = measure(name, fields, batch, seq, a.steps, a.reps, a.profile, not a.live, a.warmup)
             if 'profile' in r['ms']: profiles.append((label, batch, seq, r))
             tok = batch * seq
             tps = {fw: tok / statistics.median(r[fw]['times']) for fw in r}
             mfu = {fw: r[fw]['flops_per_token'] * tps[fw] / top for fw in r}
+            per = [statistics.median(p) / statistics.median(m) for p, m in zip(_reps(r['torch']['times'], a.reps), _reps(r['ms']['times'], a.reps))]
             rows.append(f"| {label} | {batch} × {seq} | {tps['torch']:.0f} | {tps['ms']:.0f} | {tps['ms'] / tps['torch']:.2f} "
-                        f"| {mfu['torch']:.1%} | {mfu['ms']:.1%} | {r['torch']['first_loss']:.5f} / {r['ms']['first_loss']:.5f} "
-                        f"| {r['ms']['warmup_s']:.0f} |")
+                        f"| {' / '.join(f'{x:.2f}' for x in per)} | {mfu['torch']:.1%} | {mfu['ms']:.1%} "
+                        f"| {r['torch']['first_loss']:.5f} / {r['ms']['first_loss']:.5f} | {r['ms']['warmup_s']:.0f} |")
+            for fw in ('torch', 'ms'):
+                curve = [statistics.median(c) * 1e3 for c in zip(*r[fw]['curves'])]
+                curves.append(f"| {label} | {batch} × {seq} | {'PyTorch' if fw == 'torch' else 'MindSpore'} | "
+                              f"{' '.join(f'{c:.0f}' for c in curve)} | {statistics.median(r[fw]['times']) * 1e3:.0f} |")
             print(rows[-1], flush=True)
     peaks = (f"MFU against the machine's peak, {top / 1e9:.0f} GFLOP/s: the better of the two frameworks' 1024³ fp32 matmul "
              f"(PyTorch {peak['torch'] / 1e9:.0f}, MindSpore {peak['ms'] / 1e9:.0f} GFLOP/s, each in a fresh process)")
     threads = f"threads: PyTorch {r['torch']['threads']}, MindSpore runtime_num_threads {r['ms']['threads']}"
-    how = 'each turn a fresh process' if a.fresh else 'two live processes, the idle one stopped with SIGSTOP'
-    body = '\n'.join(rows) + (f'\n\nMedian of {a.reps} turns × {a.steps} steps per side, alternating ({how}), after warm-up; '
-                              f'fp32; same initial weights and batch. {peaks}; {threads}.')
+    how = 'two live processes, the idle one stopped with SIGSTOP' if a.live else 'each turn a fresh process'
+    body = '\n'.join(rows) + (f'\n\nMedian of {a.reps} turns × {a.steps} steps per side, alternating ({how}), after compiling and '
+                              f'{a.warmup} warm-up steps; "each repetition" is the ratio of each turn pair\'s medians (the spread). fp32; '
+                              f'same initial weights and batch. {peaks}; {threads}.\n\n' + '\n'.join(curves))
     if profiles: body += '\n\n' + time_split(profiles)
     for label, batch, seq, r in profiles:  # where each framework spends the step, by operator type
         if seq != max(SEQS): continue
@@ -507,7 +549,7 @@ def main():
                  '| # | MindSpore operator | ms/step | share | PyTorch operator | ms/step | share |\n|---|---|---|---|---|---|---|\n')
         body += '\n'.join(f'| {i + 1} | {m[0]} | {m[1]:.1f} | {m[2]:.1%} | {t[0]} | {t[1]:.1f} | {t[2]:.1%} |'
                            for i, (m, t) in enumerate(zip(r['ms']['profile']['ops'], r['torch']['profile']['ops'])))
-    write_result('train_throughput' + ('_quick' if a.quick else '') + ('_fresh' if a.fresh else ''), 'Training throughput: MindSpore vs PyTorch eager on CPU', body)
+    write_result('train_throughput' + ('_quick' if a.quick else '') + ('_live' if a.live else '_fresh'), 'Training throughput: MindSpore vs PyTorch eager on CPU', body)
 
 
 if __name__ == '__main__':

@@ -14,9 +14,9 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter, Tensor
 
 # %% auto #0
-__all__ = ['PRESETS', 'LlamaConfig', 'param_shapes', 'param_count', 'RMSNorm', 'rope_tables', 'rotate_half', 'Embedding',
-           'Attention', 'FeedForward', 'DecoderLayer', 'LlamaModel', 'LlamaForCausalLM', 'sample_next', 'generate',
-           'generate_window']
+__all__ = ['PRESETS', 'LlamaConfig', 'param_shapes', 'param_count', 'row_sum', 'RMSNorm', 'rope_tables', 'rotate_half',
+           'Embedding', 'Softmax', 'Attention', 'FeedForward', 'DecoderLayer', 'LlamaModel', 'LlamaForCausalLM',
+           'sample_next', 'generate', 'generate_window']
 
 # %% ../nbs/04_0_model.ipynb #96d84ab2
 _DTYPES = {'float32': ms.float32, 'float16': ms.float16, 'bfloat16': ms.bfloat16}
@@ -100,15 +100,38 @@ def param_count(c:LlamaConfig)->int:
     return sum(math.prod(v) for v in param_shapes(c).values())
 
 # %% ../nbs/04_0_model.ipynb #697e49ee
+def row_sum(x):
+    "x.sum(-1, keepdims=True) as a matmul with a ones column: on CPU MindSpore's ReduceSum over the last axis of a 3-D/4-D tensor is several times slower."
+    return ops.matmul(x, ops.ones((x.shape[-1], 1), x.dtype))
+
+class _RMSNormCore(nn.Cell):
+    """w · x / rms(x) for float32 x, with its gradient written out (`bprop`): autodiff's version sums the weight
+    gradient and the mean's gradient with ReduceSum, which MindSpore runs slowly on CPU; here every sum is a matmul.
+    The gradients come back in the dtypes of what `RMSNorm` passes (float32 x, a `dtype` weight) even when
+    `to_float(float16)` casts this cell's inputs: MindSpore does not differentiate that cast for a cell with a `bprop`."""
+    def __init__(self, eps, dtype=ms.float32):
+        super().__init__(); self.eps, self.w_dtype = eps, dtype
+    def _norm(self, x):
+        r = ops.rsqrt(row_sum(ops.square(x)) / x.shape[-1] + self.eps)
+        return x * r, r
+    def construct(self, x, w):
+        return w * self._norm(x)[0].astype(w.dtype)
+    def bprop(self, x, w, out, dout):
+        D = x.shape[-1]; n = x.size // D
+        xn, r = self._norm(x.astype(ms.float32))
+        d = dout.astype(ms.float32)
+        dw = ops.matmul(ops.ones((1, n), ms.float32), (d * xn).reshape(n, D)).reshape(D)  # Σ over every position
+        g = d * w.astype(ms.float32)
+        return r * (g - xn * (row_sum(g * xn) / D)), dw.astype(self.w_dtype)  # d/dx of g · x·r, with r = rsqrt(mean(x²) + eps)
+
 class RMSNorm(nn.Cell):
     "Root-mean-square layer norm (no mean subtraction, no bias), computed in float32."
     def __init__(self, dim, eps=1e-5, dtype=ms.float32):
         super().__init__()
         self.eps, self.weight = eps, Parameter(Tensor(np.ones(dim, np.float32), dtype), name='weight')
+        self.core = _RMSNormCore(eps, dtype)
     def construct(self, x):
-        xf = x.astype(ms.float32)
-        xf = xf * ops.rsqrt(ops.mean(ops.square(xf), -1, keep_dims=True) + self.eps)
-        return self.weight * xf.astype(x.dtype)
+        return self.core(x.astype(ms.float32), self.weight)
 
 def rope_tables(head_dim, max_pos, theta=10000.0):
     "cos/sin tables [max_pos, head_dim] for rotary embeddings, Hugging Face's half-split layout."
@@ -132,6 +155,14 @@ def _dense(i, o, bias, dtype):
     return nn.Dense(i, o, has_bias=bias, weight_init='normal', bias_init='zeros', dtype=dtype)  # weight [out, in], like torch.nn.Linear
 
 # %% ../nbs/04_0_model.ipynb #a3fe0ed8
+class Softmax(nn.Cell):
+    """Softmax over the last axis of `dtype` scores; its gradient y·(dy − Σ dy·y) sums with `row_sum` instead of
+    autodiff's ReduceSum, and comes back as `dtype` (as `_RMSNormCore`'s, under `to_float` too)."""
+    def __init__(self, dtype=ms.float32):
+        super().__init__(); self.dtype = dtype
+    def construct(self, x): return ops.softmax(x, -1)
+    def bprop(self, x, out, dout): return ((out * (dout - row_sum(dout * out))).astype(self.dtype),)
+
 class Attention(nn.Cell):
     "Causal multi-head attention with grouped-query heads and rotary embeddings."
     def __init__(self, c:LlamaConfig):
@@ -144,6 +175,7 @@ class Attention(nn.Cell):
         self.wo = _dense(self.nh * hd, c.hidden_size, False, dt)
         self.scale = 1.0 / math.sqrt(hd)
         self.qk = ops.BatchMatMul(transpose_b=True)  # q @ kᵀ without materialising kᵀ
+        self.softmax = Softmax()
 
     def construct(self, x, cos, sin, mask, past_k=None, past_v=None):
         B, T, _ = x.shape
@@ -159,7 +191,7 @@ class Attention(nn.Cell):
             k = k.expand_dims(2).broadcast_to((B, self.nkv, r, S, self.hd)).reshape(B, self.nh, S, self.hd)
             v = v.expand_dims(2).broadcast_to((B, self.nkv, r, S, self.hd)).reshape(B, self.nh, S, self.hd)
         att = self.qk(q, k).astype(ms.float32) * self.scale + mask
-        att = ops.softmax(att, -1).astype(v.dtype)
+        att = self.softmax(att).astype(v.dtype)
         y = ops.matmul(att, v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
         return self.wo(y), new_k, new_v
 
