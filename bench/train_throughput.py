@@ -23,7 +23,7 @@ the start of the run (a probe inside a worker that holds a 135M-parameter model 
     python bench/train_throughput.py --live      # two live processes taking turns (SIGSTOP): faster, but biased:
                                                  # the variants run found the first-started process slowed 1.1-1.7x
 """
-import argparse, math, multiprocessing as mp, os, signal, statistics, sys, tempfile, time
+import argparse, math, multiprocessing as mp, os, re, signal, statistics, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -549,7 +549,9 @@ def main():
                  '| # | MindSpore operator | ms/step | share | PyTorch operator | ms/step | share |\n|---|---|---|---|---|---|---|\n')
         body += '\n'.join(f'| {i + 1} | {m[0]} | {m[1]:.1f} | {m[2]:.1%} | {t[0]} | {t[1]:.1f} | {t[2]:.1%} |'
                            for i, (m, t) in enumerate(zip(r['ms']['profile']['ops'], r['torch']['profile']['ops'])))
-    write_result('train_throughput' + ('_quick' if a.quick else '') + ('_live' if a.live else '_fresh'), 'Training throughput: MindSpore vs PyTorch eager on CPU', body)
+    part = ('_' + '_'.join(re.sub(r'[^a-z0-9]+', '', n.split()[0].lower()) for n, _ in sizes)) if want else ''  # a partial table of its own
+    write_result('train_throughput' + ('_quick' if a.quick else '') + ('_live' if a.live else '_fresh') + part,
+                 'Training throughput: MindSpore vs PyTorch eager on CPU', body)
 
 
 if __name__ == '__main__':
