@@ -41,8 +41,9 @@ SIZES = {
 }
 SEQS = (128, 256)
 # Steps run after compiling and before timing. MindSpore's first steps after compiling run up to 1.4x slower than
-# its steady state (the --warmup curve in the committed table shows where it settles); 3 timed steps in a fresh
-# process mostly saw those, and read MindSpore ÷ PyTorch 0.48-0.52 where the settled ratio was 0.63-0.79.
+# its steady state (the warm-up curve in the committed table shows where it settles). Timing 3 steps in a fresh
+# process mostly measures those: measured that way on 2026-12-01 (another machine, the step before its sums were
+# routed around), MindSpore ÷ PyTorch read 0.48-0.52 where live processes read 0.63-0.79.
 WARMUP = 8
 
 
