@@ -168,10 +168,8 @@ def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
     break_checkpoint(tmp_path / 'good.ckpt', tmp_path / 'rot.ckpt', 'rotary')
     r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'rot.ckpt', '--n_gen', '8')
     assert r.returncode == 1 and 'PARITY FAILED' in r.stdout
-    for kind in ('swap_kv_bias', 'swap_norms'):  # caught only because the fixtures' biases and norms are random
-        break_checkpoint(tmp_path / 'good.ckpt', tmp_path / f'{kind}.ckpt', kind)
-        r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / f'{kind}.ckpt', '--n_gen', '8')
-        assert r.returncode == 1 and 'PARITY FAILED' in r.stdout, (kind, r.stdout[-1500:])
+    # swapped k/v biases and swapped norms (caught because the fixtures' biases and norms are random) fail the same
+    # check_parity that this command runs: chapter 05 checks both on a qwen2 fixture like this one, in every notebook run
     cv.convert_hf_to_ms(fx['llama'], tmp_path / 'llama.ckpt')  # another model's checkpoint: one line, before any compute
     r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'llama.ckpt', '--n_gen', '8')
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and 'is not a conversion of' in r.stderr, r.stderr[-2000:]
