@@ -4,8 +4,9 @@ Layers, lowest first: env (00) < course (00·1: reference processes, the noteboo
 the tutorial's claims checked) < clean (01) < bpe (02) < shards (03) < model (04·0) < formats (04·1: checkpoint files)
 < convert (04) < fixtures (04·2: test models) < parity (05) < eval (09: what a model learned; the trainer calls it) < train_step (06·0:
 the loss, the optimizer, the one step cell, the config) < sft (10: conversations, packed windows and their loss, LoRA; a data
-format the loop reads) < zero (07: the strategies composed around the step) <
-train_llm (06: the loop and the script) < debug (08). A module may import only modules of its own or a lower layer.
+format the loop reads) < launch (06·4: msrun, mpirun, the collectives) < checkpoints (06·2) < metrics (06·3: the log,
+MFU, the profiler) < batches (06·1: each rank's rows of a global batch) < zero (07: the strategies composed around the
+step) < train_llm (06: the loop and the script) < debug (08). A module may import only modules of its own or a lower layer.
 KNOWN_UPWARD lists upward imports tolerated for now, each with the issue that removes it: the test fails on any
 other, and on a listed one that has gone (so that the list cannot go stale). Today it is empty.
 """
@@ -13,7 +14,8 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / 'msllm_nb'
-LAYERS = ['env', 'course', 'ledger', 'clean', 'bpe', 'shards', 'model', 'formats', 'convert', 'fixtures', 'parity', 'eval', 'train_step', 'sft', 'zero', 'train_llm', 'debug']
+LAYERS = ['env', 'course', 'ledger', 'clean', 'bpe', 'shards', 'model', 'formats', 'convert', 'fixtures', 'parity', 'eval', 'train_step', 'sft',
+          'launch', 'checkpoints', 'metrics', 'batches', 'zero', 'train_llm', 'debug']
 KNOWN_UPWARD = {}  # (importer, imported) → the issue that removes it
 
 
