@@ -67,13 +67,13 @@ def check_divergence(train:list[dict], # `train` records
                      vocab_size:int|None=None # for the dead-model test (loss pinned at ln(vocab), gradient 0)
                     )->list[Finding]:
     "The first abnormal step (a spike, a dead model or the first NaN) and the newest healthy checkpoint before it."
-    import msllm_nb.train_llm as tl  # the trainer's own judgement, so that doctor and nan_policy rollback agree
-    broke = tl.first_abnormal_step(train, vocab_size)
+    import msllm_nb.checkpoints as cks  # the trainer's own judgement (06·2), so that doctor and nan_policy rollback agree
+    broke = cks.first_abnormal_step(train, vocab_size)
     if broke is None: return []
     step, why = broke
     nan = next((r['step'] for r in train if not (math.isfinite(r['loss']) and math.isfinite(r.get('grad_norm', 0.0)))), None)
-    ck = tl.Checkpoints(Path(run_dir)/'checkpoints') if run_dir else None
-    good = tl.healthy_checkpoint(ck, step) if ck is not None and ck.root.exists() else None
+    ck = cks.Checkpoints(Path(run_dir)/'checkpoints') if run_dir else None
+    good = cks.healthy_checkpoint(ck, step) if ck is not None and ck.root.exists() else None
     skipped = f" (passed over: {'; '.join(ck.skipped[:3])})" if ck is not None and getattr(ck, 'skipped', None) else ''
     advice = (f'continue from {good[0].name}, the newest healthy checkpoint before step {step}{skipped}: start a new run from its weights '
               f'with a lower lr or a longer warmup (train_llm --set init_from={good[0]}/model.ckpt lr=... out_dir=NEW); '
@@ -81,7 +81,7 @@ def check_divergence(train:list[dict], # `train` records
               f'no healthy checkpoint before step {step}{skipped}: start again with a lower lr or a longer warmup')
     before = [r['loss'] for r in train if r['step'] < step and math.isfinite(r['loss'])]
     after = [r for r in train if r['step'] > step]  # recovered: nothing abnormal after the break (no NaN, no dead model), and a loss back down
-    recovered = (nan is None and bool(before) and bool(after) and tl.first_abnormal_step(after, vocab_size) is None
+    recovered = (nan is None and bool(before) and bool(after) and cks.first_abnormal_step(after, vocab_size) is None
                  and train[-1]['loss'] <= 1.2 * float(np.median(before)))
     ev = f'training broke at step {step}: {why}' + (f'; NaN/Inf from step {nan}' if nan is not None and nan != step else '')
     if recovered: ev += f"; the loss recovered ({train[-1]['loss']:.4g} at step {train[-1]['step']})"
@@ -488,7 +488,7 @@ def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4
     from mindspore.communication import init, get_rank, get_group_size
     sched = None
     if 'OMPI_COMM_WORLD_SIZE' in os.environ and 'MS_ROLE' not in os.environ:  # plain mpirun: the same mapping as train_llm
-        from msllm_nb.train_llm import setup_openmpi
+        from msllm_nb.launch import setup_openmpi
         sched = setup_openmpi(int(os.environ.get('MS_SCHED_PORT', 8118)))  # rank 0 starts it; it ends when the workers do
     ms.set_device(device); init()
     rank, world = get_rank(), get_group_size()
