@@ -32,9 +32,10 @@ def iter_clean_texts(inputs:list, # cleaned JSON-lines files or folders (msllm-c
                 yield rec[text_field], rec.get('domain', 'text'), rec.get('source', f'{p}:{n}')
 
 def split_key(source:str)->str:
-    "The part of a document's source the split hashes: `file:line` without the folders, so the split does not depend on where the corpus sits."
-    m = re.fullmatch(r'(?:.*[/\\])?([^/\\]+:\d+)', source)
-    return m.group(1) if m else source
+    """The part of a document's source the split hashes: a file's name (with its `:line` when it has one) without the
+    folders, so the split does not depend on where the corpus sits; a `datasets:` row or a URL is kept whole."""
+    if source.startswith('datasets:') or '://' in source: return source
+    return re.split(r'[/\\]', source)[-1]
 
 def is_heldout(source:str, frac:float=0.05)->bool:
     "Deterministic held-out split by a hash of the document's `split_key` (stable across runs, machines and checkout folders)."

@@ -845,19 +845,23 @@ HTML_TAGS = frozenset('''a abbr address area article aside audio b bdi bdo big b
 _TAG_RE = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(\s[^<>]*)?(/?)>|<!--[^<>]*-->|<!DOCTYPE\s[^<>]*>', re.I)
 _ENTITY_RE = re.compile(r'&(?:nbsp|amp|lt|gt|quot|apos|#\d{1,7}|#x[0-9A-Fa-f]{1,6});')
 _HTML_DOC = re.compile(r'\s*(?:<!DOCTYPE\s+html|<html[\s>])', re.I)
+_TAG_RUN = re.compile(r'(?:</?(?:%s)\b[^<>]*>){2,}' % '|'.join(sorted(HTML_TAGS, key=len, reverse=True)), re.I)  # <p><p>, <p><font ...>
 
 def strip_remnants(s:str)->tuple[str, int, int, str]:
     """HTML left inside a text document, removed only where it is markup: `<!-- -->`, or a tag with a known HTML name
     (`HTML_TAGS`) that is a closing tag, carries an attribute (`<a href=..>`), is `<br>`/`<hr>`/`<wbr>` or self-closing,
-    or is closed somewhere in the document. So `cp <source> <dest>`, `vector<int>`, `<f2>` and `<alice at example.org>`
-    stay. Entities (`&amp;`, `&#39;`) are decoded. Returns (text, tags removed, entities decoded, an example)."""
+    is closed somewhere in the document, or touches another such tag (`<p><p>`, `<p><font face=..>`). So `cp <source> <dest>`,
+    `vector<int>`, `<f2>`, `<alice at example.org>` and one `<p>` in a sentence stay. Entities (`&amp;`, `&#39;`) are
+    decoded. Returns (text, tags removed, entities decoded, an example)."""
     closers = {m.lower() for m in re.findall(r'</([A-Za-z][A-Za-z0-9]*)\s*>', s)}
+    runs = [m.span() for m in _TAG_RUN.finditer(s)] if '><' in s else []
     n_tags = 0
     def tag(m):
         nonlocal n_tags
         name = (m.group(2) or '').lower()
         if m.group(2) is not None and (name not in HTML_TAGS or not (m.group(1) or '=' in (m.group(3) or '') or m.group(4)
-                                                                  or name in ('br', 'hr', 'wbr') or name in closers)):
+                                                                  or name in ('br', 'hr', 'wbr') or name in closers
+                                                                  or any(a <= m.start() < b for a, b in runs))):
             return m.group()  # a placeholder, a generic, a key name: text
         n_tags += 1
         return ' ' if name in _TextOfHTML.BLOCK else ''

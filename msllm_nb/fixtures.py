@@ -16,7 +16,7 @@ __all__ = ['GGUF_FIXTURE_TYPES', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_
 
 # %% ../nbs/04_fixtures.ipynb #91a90b09
 def make_tiny_hf(out_dir:str|Path, # where config.json + model.safetensors are written
-                 arch:str='llama', # llama (GQA, tied embeddings), qwen2 (GQA, q/k/v bias, untied head) or mistral (GQA, sliding window 128)
+                 arch:str='llama', # llama (GQA, tied embeddings), qwen2 (GQA, q/k/v bias, untied head), mistral (GQA, sliding window 128) or roberta (an encoder, for contrast)
                  seed:int=0,
                  dtype:str='float32', # torch dtype to save: float32 or bfloat16
                  max_shard_size:str|None=None, # e.g. '100KB': sharded files plus an index JSON
@@ -32,6 +32,9 @@ def make_tiny_hf(out_dir:str|Path, # where config.json + model.safetensors are w
     if arch == 'llama': model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common, tie_word_embeddings=True, rope_theta=10000.0))
     elif arch == 'qwen2': model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common, tie_word_embeddings=False, rope_theta=1e6))
     elif arch == 'mistral': model = transformers.MistralForCausalLM(transformers.MistralConfig(**common, tie_word_embeddings=False, sliding_window=128))
+    elif arch == 'roberta':  # a masked-LM encoder (what the tutorial suggests converting first): no GQA, no RoPE
+        model = transformers.RobertaForMaskedLM(transformers.RobertaConfig(**{k: common[k] for k in ('vocab_size', 'hidden_size', 'intermediate_size',
+                                               'num_hidden_layers', 'num_attention_heads')}, max_position_embeddings=130))
     else: raise ValueError(f'make_tiny_hf: unknown arch {arch!r}')
     with torch.no_grad():  # transformers starts biases at 0 and norm weights at 1: a mapping mistake there would pass parity
         for n, p in model.named_parameters():

@@ -41,8 +41,8 @@ class Ledger:
     def check(self, fid:str, # the tutorial's item, e.g. '2.1.4'
               verdict:str, # holds, wrong, partly or not checkable here
               evidence:str # one line the cell computed: what ran and what came out
-             )->dict:
-        "Record one check (replacing an earlier one of the same item) and print it."
+             )->None:
+        "Record one check (replacing an earlier one of the same item) and print it (the printed line is the cell's output)."
         if fid not in tutorial_ids(): raise ValueError(f'{fid!r} is not an item of the tutorial (ids run 1.1.1 … 7.3.2; see TUTORIAL_SECTIONS)')
         if verdict not in VERDICTS: raise ValueError(f'{fid}: verdict {verdict!r} is not one of {VERDICTS}')
         evidence = ' '.join(str(evidence).split())
@@ -53,7 +53,6 @@ class Ledger:
         tmp.write_text(json.dumps(dict(sorted(self.entries.items(), key=lambda kv: _key(kv[0]))), indent=1, ensure_ascii=False) + '\n')
         tmp.replace(self.path)
         print(f'tutorial {fid}: {verdict}. {evidence}')
-        return self.entries[fid]
 
 # %% ../nbs/00_tutorial.ipynb #c443c454
 _CHECK = re.compile(r"""\bledger\.check\(\s*['"](\d+\.\d+\.\d+)['"]""")

@@ -330,7 +330,7 @@ def sample_tokens(cache:str|Path|None=None, # folder for the built data (default
     "Token folder of the bundled sample: clean → BPE → shards, built once and reused (keyed by the sample and the code that builds it)."
     from msllm_nb.clean import clean_corpus, SAMPLE_DIR
     from msllm_nb.bpe import train_bpe
-    import tempfile
+    import fcntl, tempfile
     h = hashlib.sha256()
     for p in sorted(Path(SAMPLE_DIR).rglob('*')):
         if p.is_file(): h.update(p.relative_to(SAMPLE_DIR).as_posix().encode()); h.update(p.read_bytes())
@@ -340,12 +340,15 @@ def sample_tokens(cache:str|Path|None=None, # folder for the built data (default
     root = Path(cache or os.environ.get('MSLLM_CACHE', Path.home()/'.cache'/'msllm_nb'))/f'sample_tokens-{h.hexdigest()[:12]}'
     if (root/'tokens'/'meta.json').exists(): return root/'tokens'
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=root.name + '.', dir=root.parent))
-    clean_corpus([SAMPLE_DIR], tmp/'clean', workers=2, progress=False)
-    tok = train_bpe([tmp/'clean'], tmp/'tok'/'bpe', vocab_size=vocab_size, progress=False)['model']
-    shards = shuffle_and_shard([tmp/'clean'], tmp/'text', shard_bytes=1 << 20, seed=0)
-    tokenize_shards(shards, tok, tmp/'tokens', workers=2, progress=False)  # (the folder holds a copy of its tokenizer)
-    shutil.rmtree(tmp/'text')  # the cleaned text stays: chapter 06 reuses its English documents
-    try: os.rename(tmp, root)
-    except OSError: shutil.rmtree(tmp)  # another process built it first
+    with open(root.parent/f'{root.name}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # chapters started together (msllm-roadmap) build it once: the others wait, then reuse it
+        if (root/'tokens'/'meta.json').exists(): return root/'tokens'
+        tmp = Path(tempfile.mkdtemp(prefix=root.name + '.', dir=root.parent))
+        clean_corpus([SAMPLE_DIR], tmp/'clean', workers=2, progress=False)
+        tok = train_bpe([tmp/'clean'], tmp/'tok'/'bpe', vocab_size=vocab_size, progress=False)['model']
+        shards = shuffle_and_shard([tmp/'clean'], tmp/'text', shard_bytes=1 << 20, seed=0)
+        tokenize_shards(shards, tok, tmp/'tokens', workers=2, progress=False)  # (the folder holds a copy of its tokenizer)
+        shutil.rmtree(tmp/'text')  # the cleaned text stays: chapter 06 reuses its English documents
+        try: os.rename(tmp, root)
+        except OSError: shutil.rmtree(tmp)  # another process, without this lock (an older copy of the package), built it first
     return root/'tokens'

@@ -64,3 +64,14 @@ def test_errors_are_clear(cleaned, tmp_path):
     (tmp_path / 'none').mkdir(); (tmp_path / 'none' / 'a.txt').write_text('plain text is not cleaned output')
     r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'none', '--out', tmp_path / 't'], capture_output=True, text=True)
     assert r.returncode == 1 and 'no training documents' in r.stderr
+
+
+def test_heldout_split_does_not_depend_on_the_folder(cleaned, tmp_path):
+    "The same corpus cleaned from another folder holds out the same documents, whole-file ones (.eml) included."
+    import shutil
+    shutil.copytree(SAMPLE_DIR, tmp_path / 'elsewhere' / 'deeper' / 'sample')
+    clean_corpus([tmp_path / 'elsewhere' / 'deeper' / 'sample'], tmp_path / 'clean2', workers=2, progress=False)
+    def held(d): return sorted((t, s.rsplit('/', 1)[-1]) for t, _, s in B.iter_clean_texts([d]) if B.is_heldout(s))
+    a, b = held(cleaned), held(tmp_path / 'clean2')
+    assert a == b and len(a) > 10
+    assert any(s.endswith('.eml') for _, s in a), 'no whole-file document is held out: the test would not catch a folder-dependent key'
