@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
-import csv, json, math, shutil, time
+import csv, json, math, shutil, sys, time
 from collections import defaultdict
 from pathlib import Path
 import numpy as np
@@ -18,7 +18,7 @@ from .checkpoints import _atomic_write  # 06·2: metrics.jsonl is rewritten the 
 
 # %% auto #0
 __all__ = ['flops_per_token', 'measure_peak_flops', 'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics',
-           'top_operators', 'start_profiler', 'profile_steps', 'profile_text']
+           'top_operators', 'start_profiler', 'stop_profiler', 'profile_steps', 'profile_text']
 
 # %% ../nbs/06_3_metrics.ipynb #7518593d
 def flops_per_token(cfg:msm.LlamaConfig, seq_len:int)->float:
@@ -150,6 +150,17 @@ def start_profiler(out_dir:str|Path # profiler output folder (emptied first)
     prof = ms.Profiler(output_path=str(out_dir), activities=acts); prof.start()
     return prof
 
+def stop_profiler(prof:ms.Profiler, # from `start_profiler`
+                  out_dir:str|Path # its output folder: the parser's log goes to analyse.log there
+                 ):
+    """Stop the profiler and parse what it recorded. MindSpore's parser runs in child processes that draw their own
+    progress bars straight onto the terminal (file descriptor 1, out of Python's reach); they go to `analyse.log`."""
+    sys.stdout.flush()
+    with open(Path(out_dir)/'analyse.log', 'w') as log:
+        saved = os.dup(1); os.dup2(log.fileno(), 1)
+        try: prof.stop(); prof.analyse()
+        finally: os.dup2(saved, 1); os.close(saved)
+
 def profile_steps(step_fn, # called once per step, e.g. `lambda: step_cell(x)[0].asnumpy()` (it must wait for the result)
                   out_dir:str|Path, # profiler output folder (emptied first)
                   steps:int=3, # steps profiled
@@ -160,7 +171,7 @@ def profile_steps(step_fn, # called once per step, e.g. `lambda: step_cell(x)[0]
     prof = start_profiler(out_dir); t = time.perf_counter()
     for _ in range(steps): step_fn()
     wall = (time.perf_counter() - t) / steps
-    prof.stop(); prof.analyse()
+    stop_profiler(prof, out_dir)
     return {**top_operators(out_dir, steps, top), 'wall_ms_per_step': wall * 1e3, 'dir': str(out_dir)}
 
 def profile_text(r:dict, # `top_operators` / `profile_steps` result

@@ -276,7 +276,7 @@ def log_step(run:Run, lp:StepLoop, step:int, r:StepResult, rec:dict):
 def end_profile(run:Run, lp:StepLoop, done:int):
     "After the profiled steps: stop the profiler and log its top operators (profiled steps are slower: their tokens/s shows it)."
     if lp.prof is None or done != lp.prof_at + run.cfg.profile_steps: return
-    lp.prof.stop(); lp.prof.analyse(); lp.prof = None
+    stop_profiler(lp.prof, run.out/'profile'); lp.prof = None
     out = run.out
     try: top = top_operators(out/'profile', run.cfg.profile_steps)
     except FileNotFoundError as e:  # e.g. a GPU profile (its own file layout): the folder is kept, training goes on
