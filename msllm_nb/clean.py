@@ -25,8 +25,8 @@ __all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'PRE_
            'parse_dataset_spec', 'read_dataset', 'char_classes', 'codepoints', 'normalize_scan', 'normalize_text',
            'tutorial_clean_text', 'CleanConfig', 'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols',
            'rule_repetition', 'rule_script', 'strip_remnants', 'clean_document', 'Signature', 'minhash_many', 'minhash',
-           'lsh_bands', 'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_line', 'start_method',
-           'ordered_bounded_map', 'clean_corpus', 'clean_cli']
+           'lsh_bands', 'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_line', 'shown_path',
+           'start_method', 'ordered_bounded_map', 'clean_corpus', 'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -1110,12 +1110,20 @@ def _clean_batch(args):
     lines = [(line, dom) for _, line, dom in out]
     return (lines, h, keys), t  # the output lines are made here too: the parent only looks up keys and writes
 
-def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, near=None, record_sep='auto'):
+def shown_path(p:Path, root:str|Path|None)->str:
+    "How a file is named in the `source` of its documents: as given, or relative to `root` (`source_root`)."
+    if root is None: return str(p)
+    try: return Path(p).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError: raise ValueError(f'{p}: not under source_root {root}') from None
+
+def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, near=None, record_sep='auto', root=None):
     batch = []
     for p in files:  # a Path, or a `datasets:` spec (str)
         docs = read_dataset(p, tally, text_field) if isinstance(p, str) else read_documents(p, tally, text_field, max_line_bytes, raw_json=True, record_sep=record_sep)
+        cut, shown = len(str(p)), p if isinstance(p, str) else shown_path(p, root)
         for d in docs:
-            batch.append(tuple(d) if isinstance(d, RawJSON) else (d.text, d.source, d.domain))  # plain tuples: picklable from a notebook too
+            d = d._replace(source=shown + d.source[cut:]) if isinstance(d, RawJSON) else (d.text, shown + d.source[cut:], d.domain)
+            batch.append(tuple(d))  # plain tuples: picklable from a notebook too
             if len(batch) >= batch_docs: yield (batch, asdict(c), near, text_field); batch = []
     if batch: yield (batch, asdict(c), near, text_field)
 
@@ -1153,7 +1161,8 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
                  batch_docs:int=256, # documents per work item
                  max_line_bytes:int=1 << 20, # longer lines are dropped (reason line_too_long)
                  progress:bool=True,
-                 record_sep:str='auto' # plain-text files: documents end at `blank` lines, `percent` lines, `formfeed`s, or `auto`
+                 record_sep:str='auto', # plain-text files: documents end at `blank` lines, `percent` lines, `formfeed`s, or `auto`
+                 source_root:str|Path|None=None # write each document's `source` relative to this folder, so the output does not depend on where the input sits
                 )->dict:
     """Clean a corpus: decode, normalise, filter, dedup, write; returns the report (also written as report.json). Raises
     RuntimeError, after writing the report, when no document could be read or none was kept."""
@@ -1162,6 +1171,7 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     c = config or CleanConfig()
     files = [f for i in inputs for f in ([str(i)] if str(i).startswith(DATASET_PREFIX) else iter_files([i]))]  # in the order given
     specs = [f for f in files if isinstance(f, str)]
+    [shown_path(f, source_root) for f in files if not isinstance(f, str)]  # a file outside source_root is refused before any work
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob('clean-*.jsonl'): old.unlink()
     read_tally, work_tally = Tally(), Tally()
@@ -1173,7 +1183,7 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
             if fh: fh.close(); shard += 1
             fh = open(out_dir/f'clean-{shard:05d}.jsonl', 'wb', buffering=1 << 20); written = 0
         fh.write(line); written += len(line)
-    batches = _batches(files, read_tally, c, text_field, batch_docs, max_line_bytes, (dd.bands, dd.rows) if dd.near else None, record_sep)
+    batches = _batches(files, read_tally, c, text_field, batch_docs, max_line_bytes, (dd.bands, dd.rows) if dd.near else None, record_sep, source_root)
     import msllm_nb.clean as this  # the module's worker function: spawned processes import it by name
     how = start_method()
     if workers > 1 and how == 'fork': _warm_kernels()
@@ -1224,13 +1234,14 @@ def clean_cli(inputs:Param('input files or directories: .jsonl .parquet, plain t
               max_line_bytes:Param('drop lines longer than this many bytes', int)=1 << 20,
               record_separator:Param('plain text: documents end at blank lines, lines holding only %, or form feeds', str,
                                      choices=list(RECORD_SEPARATORS))='auto',
+              source_root:Param('write each source relative to this folder: output that does not depend on where the input sits', str)=None,
               json_out:Param('print the full report as JSON', store_true)=False):
     "Clean text files into JSON lines; every dropped document and line, and every edit, is reported by reason."
     try:
         c = CleanConfig.from_yaml(config) if config else CleanConfig()
         if t2s: c.t2s = True
     except (OSError, ValueError) as e: print(f'msllm-clean: --config {config}: {e}', file=sys.stderr); sys.exit(2)
-    try: rep = clean_corpus(inputs, out, c, workers, text_field, max_line_bytes=max_line_bytes, record_sep=record_separator)
+    try: rep = clean_corpus(inputs, out, c, workers, text_field, max_line_bytes=max_line_bytes, record_sep=record_separator, source_root=source_root)
     except (FileNotFoundError, ValueError) as e: print(f'msllm-clean: {e}', file=sys.stderr); sys.exit(2)  # the inputs given
     except RuntimeError as e: print(f'msllm-clean: {e}', file=sys.stderr); sys.exit(1)  # nothing read or kept
     if json_out: print(json.dumps(rep, indent=1, ensure_ascii=False)); return

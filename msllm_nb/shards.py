@@ -344,7 +344,7 @@ def sample_tokens(cache:str|Path|None=None, # folder for the built data (default
         fcntl.flock(lock, fcntl.LOCK_EX)  # chapters started together (msllm-roadmap) build it once: the others wait, then reuse it
         if (root/'tokens'/'meta.json').exists(): return root/'tokens'
         tmp = Path(tempfile.mkdtemp(prefix=root.name + '.', dir=root.parent))
-        clean_corpus([SAMPLE_DIR], tmp/'clean', workers=2, progress=False)
+        clean_corpus([SAMPLE_DIR], tmp/'clean', workers=2, progress=False, source_root=SAMPLE_DIR)  # sources relative to it: the same bytes wherever the package is installed
         tok = train_bpe([tmp/'clean'], tmp/'tok'/'bpe', vocab_size=vocab_size, progress=False)['model']
         shards = shuffle_and_shard([tmp/'clean'], tmp/'text', shard_bytes=1 << 20, seed=0)
         tokenize_shards(shards, tok, tmp/'tokens', workers=2, progress=False)  # (the folder holds a copy of its tokenizer)

@@ -89,6 +89,21 @@ def test_errors_are_clear(prepared, tmp_path):
         S.TokenStore(tmp_path)
 
 
+def test_bundled_sample_same_bytes_in_any_folder(tmp_path, monkeypatch):
+    "The bundled sample built from copies in two folders: the same cleaned text, tokenizer and token shards, byte for byte."
+    import shutil, msllm_nb.clean as C
+    builds = []
+    for where in ('a', 'much/deeper/b'):
+        copy = tmp_path / where / 'sample'; shutil.copytree(SAMPLE_DIR, copy)
+        monkeypatch.setattr(C, 'SAMPLE_DIR', copy)  # sample_tokens reads it when called
+        tok = S.sample_tokens(cache=tmp_path / where / 'cache')
+        files = sorted(tok.rglob('*')) + sorted((tok.parent / 'clean').glob('*.jsonl'))
+        builds.append({p.relative_to(tok.parent): p.read_bytes() for p in files if p.is_file()})
+    assert builds[0].keys() == builds[1].keys() and len(builds[0]) > 4
+    assert [k for k in builds[0] if builds[0][k] != builds[1][k]] == []
+    assert str(tmp_path) not in builds[0][Path('clean/clean-00000.jsonl')].decode('utf-8')
+
+
 def test_same_input_same_bytes_in_any_folder(prepared, tmp_path):
     "meta.json holds paths relative to its folder, and the folder carries its tokenizer: two folders, identical bytes."
     d, tok = prepared
