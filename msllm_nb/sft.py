@@ -210,21 +210,27 @@ class PackedLM(nn.Cell):
 
 class SFTLossCell(nn.Cell):
     """Next-token loss on the answer tokens of packed windows [B, 4, T]: what `train_llm` trains on an SFT folder
-    (chapter 06's `LossCell`'s place). Ranks hold different numbers of answer tokens, so in training on `world` ranks each
-    rank's mean is reweighted by its share of the global batch's answer tokens (one all-reduce of a count): the mean over
-    ranks is then the mean over every answer token of the global batch, as in one process. Validation (`set_train(False)`,
-    run by rank 0 alone) is the plain mean."""
+    (chapter 06's `LossCell`'s place). Ranks and micro-batches hold different numbers of answer tokens, so in training each
+    mean is reweighted by its share of the step's answer tokens: on `world` ranks with one all-reduce of a count, and
+    under gradient accumulation with `per_micro`, this rank's answer tokens per micro-batch of the step (chapter 07's
+    `AccumStep` passes it, from `loss_tokens_per_micro`). The step's loss is then the mean over every answer token of the
+    global batch, as in one process and one big batch. Validation (`set_train(False)`, run by rank 0 alone) is the plain mean."""
     def __init__(self, model:msm.LlamaForCausalLM, ignore_index:int=-100, world:int=1):
         super().__init__(auto_prefix=False)
         self.model, self.packed, self.ignore_index, self.world = model, PackedLM(model), ignore_index, world
         self.allreduce = ops.AllReduce() if world > 1 else None
-    def construct(self, batch):
+    def construct(self, batch, per_micro=None):
         logits, labels = self.packed(batch[:, 0], batch[:, 2], batch[:, 3]), batch[:, 1, 1:]
         loss = causal_nll(logits[:, :-1], labels, self.ignore_index)
-        if self.allreduce is not None and self.training:
+        if self.training and (self.allreduce is not None or per_micro is not None):
             n = (labels != self.ignore_index).astype(ms.float32).sum()
-            loss = loss * ops.stop_gradient(n * self.world / ops.maximum(self.allreduce(n), 1.0))
+            share = n if per_micro is None else per_micro  # the answer tokens a micro-batch holds on average
+            if self.allreduce is not None: share = self.allreduce(share)  # ... summed over the ranks
+            loss = loss * ops.stop_gradient(n * self.world / ops.maximum(share, 1.0))
         return loss
+    def loss_tokens_per_micro(self, batch:Tensor, accum:int)->float:
+        "This rank's answer tokens in a step's `batch`, per micro-batch (what `AccumStep` passes back as `per_micro`)."
+        return float(np.count_nonzero(batch.asnumpy()[:, 1, 1:] != self.ignore_index)) / accum
 
 # %% ../nbs/10_sft.ipynb #0b454a77
 SYSTEM = {'en': 'Answer with the requested words only.', 'zh': '只回答所问的内容。'}

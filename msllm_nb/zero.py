@@ -348,9 +348,9 @@ class _Micro(nn.Cell):
         super().__init__(auto_prefix=False)
         self.loss_cell, self.weights, self.accs = loss_cell, weights, accs
         self.grad = ops.GradOperation(get_by_list=True)
-    def construct(self, ids):
-        loss = self.loss_cell(ids)
-        grads = self.grad(self.loss_cell, self.weights)(ids)
+    def construct(self, ids, *per_micro):  # per_micro: (loss tokens per micro-batch,) for a loss over a varying token count
+        loss = self.loss_cell(ids, *per_micro)
+        grads = self.grad(self.loss_cell, self.weights)(ids, *per_micro)
         for i in range(len(grads)): loss = ops.depend(loss, ops.assign_add(self.accs[i], grads[i]))
         return loss
 
@@ -373,11 +373,15 @@ class AccumStep(_StepCell):
         self.accs = ParameterTuple([Parameter(ops.zeros(p.shape, p.dtype), name=f'accum.{p.name}', requires_grad=False) for p in weights])
         self.micro = _Micro(loss_cell, ParameterTuple(weights), self.accs)
         self.finish = _Apply(self.accs, ts.GradApply(ParameterTuple(weights), update, grad_clip, world), accum)
-    def __call__(self, ids:Tensor):  # Python: `accum` compiled micro-steps, then the compiled update
+    def accumulate(self, ids:Tensor)->Tensor:
+        """Run the `accum` compiled micro-steps (gradients land in `accs`) and return the sum of their losses. A loss cell
+        whose micro-batches hold different numbers of loss tokens (chapter 10's SFT loss: answers only) says how many a
+        micro-batch holds on average (`loss_tokens_per_micro`); it then weighs each micro-batch by its tokens, as one big batch would."""
         if ids.shape[0] % self.accum: raise ValueError(f'a batch of {ids.shape[0]} rows is not divisible by accum_steps {self.accum}')
-        m = ids.shape[0] // self.accum
-        loss = sum((self.micro(ids[i * m:(i + 1) * m]) for i in range(self.accum)), Tensor(0.0, ms.float32))
-        return self.finish(loss)
+        m, count = ids.shape[0] // self.accum, getattr(self.micro.loss_cell, 'loss_tokens_per_micro', None)
+        per_micro = () if count is None else (Tensor(count(ids, self.accum), ms.float32),)
+        return sum((self.micro(ids[i * m:(i + 1) * m], *per_micro) for i in range(self.accum)), Tensor(0.0, ms.float32))
+    def __call__(self, ids:Tensor): return self.finish(self.accumulate(ids))  # Python: the micro-steps, then the compiled update
 
 # %% ../nbs/07_zero.ipynb #ecd1d3dd
 class LossScaledStep(ts.TrainStep):

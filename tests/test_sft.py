@@ -57,13 +57,25 @@ def test_sft_run_trains_on_answers(sft_reference):
 
 
 @pytest.mark.cluster
-def test_sft_msrun_two_ranks_equal_one_process(sft_data, sft_reference, tmp_path):
+def test_sft_msrun_two_ranks_accumulating_equal_one_process(sft_data, sft_reference, tmp_path):
+    "2 ranks, each accumulating 2 micro-batches of 1 window, train as one process with the whole batch of 4."
     cmd = [BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
-           '--join=True', tl.__file__, *sft_args(sft_data, tmp_path, batch=2)]
+           '--join=True', tl.__file__, *sft_args(sft_data, tmp_path, 'accum_steps=2', batch=2)]
     r = run(cmd, timeout=900)
     assert r.returncode == 0, launch_report(r, tmp_path / 'logs')
     ref, got = records(sft_reference), records(tmp_path)
     assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)  # the same packed windows in every global batch
+    assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
+    rw, w = weights(sft_reference), weights(tmp_path)
+    assert max(float(np.abs(rw[k] - w[k]).max()) for k in rw) <= 1e-4
+
+
+def test_sft_accumulation_equals_one_big_batch(sft_data, sft_reference, tmp_path):
+    "accum_steps=2: micro-batches hold different numbers of answer tokens, and each weighs by them, as in the big batch."
+    r = run([BIN / 'train_llm', *sft_args(sft_data, tmp_path, 'accum_steps=2')])
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref, got = records(sft_reference), records(tmp_path)
+    assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)
     assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
     rw, w = weights(sft_reference), weights(tmp_path)
     assert max(float(np.abs(rw[k] - w[k]).max()) for k in rw) <= 1e-4
