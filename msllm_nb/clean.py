@@ -1120,10 +1120,10 @@ def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, ne
     batch = []
     for p in files:  # a Path, or a `datasets:` spec (str)
         docs = read_dataset(p, tally, text_field) if isinstance(p, str) else read_documents(p, tally, text_field, max_line_bytes, raw_json=True, record_sep=record_sep)
-        cut, shown = len(str(p)), p if isinstance(p, str) else shown_path(p, root)
+        shown = None if root is None or isinstance(p, str) else shown_path(p, root)  # (None: sources as given)
         for d in docs:
-            d = d._replace(source=shown + d.source[cut:]) if isinstance(d, RawJSON) else (d.text, shown + d.source[cut:], d.domain)
-            batch.append(tuple(d))  # plain tuples: picklable from a notebook too
+            src = d.source if shown is None else shown + d.source[len(str(p)):]
+            batch.append((d.line if isinstance(d, RawJSON) else d.text, src, d.domain))  # plain tuples: picklable from a notebook too
             if len(batch) >= batch_docs: yield (batch, asdict(c), near, text_field); batch = []
     if batch: yield (batch, asdict(c), near, text_field)
 
@@ -1171,7 +1171,8 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     c = config or CleanConfig()
     files = [f for i in inputs for f in ([str(i)] if str(i).startswith(DATASET_PREFIX) else iter_files([i]))]  # in the order given
     specs = [f for f in files if isinstance(f, str)]
-    [shown_path(f, source_root) for f in files if not isinstance(f, str)]  # a file outside source_root is refused before any work
+    for f in files:
+        if source_root is not None and not isinstance(f, str): shown_path(f, source_root)  # a file outside it is refused before any work
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob('clean-*.jsonl'): old.unlink()
     read_tally, work_tally = Tally(), Tally()
