@@ -67,9 +67,9 @@ def build_hf_from_gguf(gguf:str|Path, # a .gguf file
     if (out_dir/'model.safetensors').exists() and (out_dir/'config.json').exists(): return str(out_dir)
     import torch, transformers
     kw = dict(gguf_file=gguf.name, local_files_only=True)
+    transformers.logging.set_verbosity_error()  # its notes on tokenizer classes ("legacy behaviour" of a GGUF tokenizer) are not for the course's reader
     tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, **kw) if tokenizer else None
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    transformers.logging.set_verbosity_error()  # its notes on tokenizer classes are not for the course's reader
     gguf_utils.tqdm = lambda it, **kw: it  # its per-tensor bar would land on the terminal (this is a child process), not in the notebook
     m = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
     cfg = m.config.to_dict(); cfg.pop('quantization_config', None)

@@ -18,7 +18,7 @@ import msllm_nb.formats as msf
 import msllm_nb.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
-from .shards import sample_tokens, hf_token_folder  # chapter 03 writes every token folder
+from .shards import sample_tokens  # chapter 03 writes every token folder
 from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
 from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell; and the config (below)
 from .launch import *  # chapter 06's floors, a notebook and a module each: 06·4 the launch,

@@ -187,7 +187,7 @@ def test_main_job_runs_every_chapter(tmp_path):
     summary = json.loads((tmp_path / 'roadmap' / 'summary.json').read_text())
     assert list(summary) == [p.stem for p in C.chapter_notebooks(ROOT / 'nbs')]
     assert summary['05_parity']['skipped_cells']  # 05's SmolLM2 parity: --slow
-    assert [c.split(' ', 1)[1] for c in summary['06_train_dp']['skipped_cells']] == ['(slow)']  # SmolLM2 continued pretraining
+    assert summary['06_train_dp']['skipped_cells'] == []  # SmolLM2's continued pretraining is chapter 09's (slow)
     assert not (ROOT / 'nbs' / 'output').exists()
     report = (tmp_path / 'roadmap' / 'report.md').read_text()
     # the tiny model trained with 2-process data parallel (msrun), its validation loss, samples and loss plots
@@ -201,9 +201,9 @@ def test_main_job_runs_every_chapter(tmp_path):
     assert {'healthy', 'lr_typo', 'unshifted', 'frozen_embedding', 'slow_data'} <= {p.name for p in (tmp_path / 'roadmap' / '08_debug').iterdir()}
     assert json.loads((tmp_path / 'roadmap' / '08_debug' / 'commcheck.json').read_text())['world'] == 2
     assert summary['08_debug']['skipped_cells'] == []
-    # chapter 09: the report opens with what the tiny model learned (its harness parity on SmolLM2 is `slow`)
+    # chapter 09: the report opens with what the tiny model learned (SmolLM2's continued pretraining and harness parity are `slow`)
     assert report.startswith('# Roadmap report\n\nWhat the tiny model learned'), report[:300]
-    assert [c.split(' ', 1)[1] for c in summary['09_eval']['skipped_cells']] == ['(slow)'] * 2
+    assert [c.split(' ', 1)[1] for c in summary['09_eval']['skipped_cells']] == ['(slow)'] * 4  # SmolLM2: continued pretraining, harness parity
     # chapter 10: SFT through train_llm from a base model the chapter pretrains (SmolLM2's chat template is `slow`)
     assert (tmp_path / 'roadmap' / '10_sft' / 'sft' / 'checkpoints' / 'latest').exists()
     assert [c.split(' ', 1)[1] for c in summary['10_sft']['skipped_cells']] == ['(slow)']
