@@ -78,10 +78,13 @@ def build_hf_from_gguf(gguf:str|Path, # a .gguf file
     missing, unexpected = clean.load_state_dict(m.state_dict(), strict=False)
     missing = [k for k in missing if not (k == 'lm_head.weight' and clean.config.tie_word_embeddings)]
     if missing or unexpected: raise RuntimeError(f'{gguf}: state dict does not fit: missing {missing}, unexpected {unexpected}')
-    tmp = out_dir.with_name(out_dir.name + '.tmp')
+    tmp = out_dir.with_name(f'{out_dir.name}.tmp{os.getpid()}')  # one per process: two chapters may build the same cache at once
     clean.save_pretrained(tmp, safe_serialization=True)
     if tok is not None: tok.save_pretrained(tmp)
-    tmp.rename(out_dir)
+    try: tmp.rename(out_dir)
+    except OSError:  # another process renamed its copy first: the same model, so keep that one
+        if not (out_dir/'model.safetensors').exists(): raise
+        import shutil; shutil.rmtree(tmp)
     return str(out_dir)
 
 def fixture_dir()->Path:

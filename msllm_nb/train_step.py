@@ -306,6 +306,8 @@ def model_config(cfg:TrainConfig)->msm.LlamaConfig:
     "The LlamaConfig of a run: the init_from checkpoint's, or a preset with the YAML's model keys applied."
     if cfg.init_from:
         y = Path(cfg.init_from).with_suffix('.yaml')
+        if not Path(cfg.init_from).exists():
+            raise FileNotFoundError(f'init_from {cfg.init_from}: no such checkpoint (msllm-convert writes one from a Hugging Face model, with its .yaml)')
         if not y.exists(): raise FileNotFoundError(f'init_from {cfg.init_from}: its config {y} is missing')
         return msm.LlamaConfig.from_yaml(y)
     m = dict(cfg.model); preset = m.pop('preset', None)

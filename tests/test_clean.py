@@ -306,3 +306,16 @@ def test_code_blocks_of_an_html_manual_keep_their_indentation(tmp_path):
     assert _kept(tmp_path / 'o')[0]['text'] == ('Guide\n\nLoops look like this in the language:\n\n'
                                                 'for i in range(3):\n    if i > 0:\n        print(i,  "cookie")\n\n'
                                                 'The entity &lt; is written as text here.')  # no boilerplate rule inside code
+
+
+def test_piped_into_head_the_report_stops_quietly_and_the_files_are_complete(messy, tmp_path):
+    "`msllm-clean ... --json_out | head`: the reader leaves before the report is printed; no traceback, nothing lost."
+    for flags in (['--json_out'], []):
+        out = tmp_path / f'out{len(flags)}'
+        p = subprocess.Popen([str(BIN / 'msllm-clean'), str(messy), '--out', str(out), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()  # the reader is gone before anything is printed (head after its lines, or a closed terminal)
+        err = p.stderr.read().decode(); p.wait()
+        assert 'Traceback' not in err and 'BrokenPipeError' not in err, err[-2000:]
+        rep = json.loads((out / 'report.json').read_text())
+        kept = [l for f in sorted(out.glob('clean-*.jsonl')) for l in f.read_text().splitlines()]
+        assert rep['docs_out'] == len(kept) > 0

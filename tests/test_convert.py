@@ -300,3 +300,17 @@ def test_gguf_llama3_tokenizer_splits_by_its_regex(tmp_path):
     # a pre-tokenizer whose split we do not reproduce gets no tokenizer (rather than one that splits differently)
     assert cv.gguf_tokenizer(mfx.write_tokenizer_gguf(tmp_path / 'x.gguf', 'gpt2', tokens, [1] * len(tokens), pre='deepseek-llm', merges=merges),
                             tmp_path / 'tok2', M.LlamaConfig(vocab_size=len(tokens))) is None
+
+
+def test_two_processes_building_one_gguf_cache_at_once_both_succeed(tmp_path):
+    "`msllm-roadmap --slow` runs chapters side by side, and several dequantise SmolLM2 into one cache folder: the second to finish keeps the first's."
+    import concurrent.futures as cf
+    tiny = run_reference(mfx.make_tiny_hf, tmp_path / 'tiny', 'llama', 0, 'float32', None, True, hidden_size=256, intermediate_size=512)
+    gg = mfx.write_gguf_fixture(tiny, tmp_path / 'tiny.gguf', types={})
+    with cf.ThreadPoolExecutor(2) as ex:  # two child processes (run_reference), started together
+        got = list(ex.map(lambda _: run_reference(mfx.build_hf_from_gguf, str(gg), str(tmp_path / 'cache'), False), range(2)))
+    assert got == [str(tmp_path / 'cache')] * 2
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith('cache')) == ['cache']  # no .tmp folder left behind
+    from safetensors.numpy import load_file
+    a, b = load_file(tmp_path / 'cache' / 'model.safetensors'), load_file(Path(tiny) / 'model.safetensors')
+    assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)

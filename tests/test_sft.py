@@ -2,6 +2,7 @@
 LoRA runs (adapters-only checkpoints, the merged model, kill -9 and a bitwise resume), and `msllm-sft` on a conversation
 file that no other test uses."""
 import json, random, signal, subprocess, time
+import yaml
 from pathlib import Path
 import numpy as np
 import pytest
@@ -139,3 +140,30 @@ def test_msllm_sft_on_a_new_users_file(tmp_path):
     assert win.shape[1:] == (4, 64) and (win[:, 1] != -100).sum() == meta['answer_tokens']
     r = run([BIN / 'msllm-sft', f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--seq_len', '16'])
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()] and 'too_long' in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_the_sft_smollm2_config_trains_smollm2_as_its_header_says(tmp_path):
+    "configs/sft_smollm2.yaml, prepared with the two commands its header gives (SmolLM2 converted; the instruction set rendered with its template)."
+    from msllm_nb.course import run_reference
+    import msllm_nb.fixtures as mfx
+    hf = run_reference(mfx.build_smollm2_hf, str(mfx.fixture_dir() / 'smollm2-135m-instruct'))
+    S.build_instructions([tl.sample_tokens().parent / 'clean'], tmp_path / 'instr')
+    r = run([BIN / 'msllm-convert', hf, tmp_path / 'smollm2' / 'model.ckpt'])
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = run([BIN / 'msllm-sft', tmp_path / 'instr' / 'train.jsonl', '--tokenizer', hf, '--seq_len', '128', '--out_dir', tmp_path / 'data'])
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = (Path(tl.__file__).parent / 'configs' / 'sft_smollm2.yaml').read_text()
+    tried = next(l for l in text.splitlines() if 'train_llm --config sft_smollm2 --set' in l).split('--set', 1)[1].split()  # the header's CPU try
+    out = tmp_path / 'run'
+    r = run([BIN / 'train_llm', '--config', 'sft_smollm2', '--set', f'init_from={tmp_path / "smollm2" / "model.ckpt"}', f'token_dir={tmp_path / "data"}',
+             f'out_dir={out}', *tried, 'val_windows=2', 'progress=false'])
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = int(dict(a.split('=') for a in tried)['steps'])
+    cfg, meta = yaml.safe_load(text), json.loads((out / 'checkpoints' / f'step_{steps:08d}' / 'meta.json').read_text())['config']
+    assert {k: meta[k] for k in ('lr', 'min_lr', 'weight_decay', 'grad_clip')} == {k: cfg[k] for k in ('lr', 'min_lr', 'weight_decay', 'grad_clip')}
+    ck = msm.LlamaConfig.from_yaml(out / 'checkpoints' / f'step_{steps:08d}' / 'model.yaml')
+    assert (ck.vocab_size, ck.num_hidden_layers) == (49152, 30)  # SmolLM2's own shape, from init_from
+    val = [v['loss'] for v in tl.read_metrics(out, 'val')]
+    assert len(val) == 2 and all(np.isfinite(val)) and sorted(r['step'] for r in tl.read_metrics(out, 'train')) == list(range(1, steps + 1))
+    print(f"SmolLM2 SFT on 2 CPU cores: {[round(r['step_s'], 1) for r in tl.read_metrics(out, 'train')]} s per step; validation loss {val}")

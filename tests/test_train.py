@@ -45,6 +45,7 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['lora_rank=8'], '--set lora_rank=8 / defaults: lora_rank adapts a trained model: set init_from'),
     (['lora_rank=8', 'init_from=/nonexistent/model.ckpt', 'zero=1'], '--set lora_rank=8 / --set zero=1: lora_rank with zero 1 is not supported'),  # LoRA with ZeRO-1: refused, not half-sharded
     (['--set', 'profile_steps=11'], 'profile_steps must be between 0 and steps - 2 = 10'),  # a second --set adds to the first
+    (['init_from=/nonexistent/model.ckpt'], 'init_from /nonexistent/model.ckpt: no such checkpoint (msllm-convert writes one'),  # not 'its config is missing'
 ])
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
     a = args(tokens, tmp_path / 'run')
