@@ -8,7 +8,7 @@ config = ConfigParser(delimiters=['='])
 config.read(here/'settings.ini', encoding='utf-8')
 cfg = config['DEFAULT']
 
-licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
+licenses = {'apache2': 'Apache-2.0'}  # SPDX expressions: setuptools deprecates the License :: classifiers
 statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive']
 py_versions = '3.10 3.11 3.12'.split()
 
@@ -22,14 +22,14 @@ min_python = cfg['min_python']
 setuptools.setup(
     name=cfg['lib_name'],
     version=cfg['version'],
-    license=lic[0],
+    license_expression=lic,
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
                  'Intended Audience :: ' + cfg['audience'].title(),
-                 'License :: ' + lic[1],
                  'Natural Language :: ' + cfg['language'].title()]
                 + ['Programming Language :: Python :: ' + o for o in py_versions[py_versions.index(min_python):]],
     url=cfg['git_url'],
-    packages=setuptools.find_packages(include=['msllm_nb', 'msllm_nb.*']),
+    # the data folders (configs, data/sample/...) are listed too, so that setuptools does not warn that they look importable
+    packages=setuptools.find_namespace_packages(include=['msllm_nb', 'msllm_nb.*'], exclude=['*.__pycache__']),
     include_package_data=True,
     package_data={'msllm_nb': ['data/**/*', 'configs/*.yaml']},
     install_requires=requirements,
