@@ -1245,7 +1245,7 @@ def clean_cli(inputs:Param('input files or directories: .jsonl .parquet, plain t
     try: rep = clean_corpus(inputs, out, c, workers, text_field, max_line_bytes=max_line_bytes, record_sep=record_separator, source_root=source_root)
     except (FileNotFoundError, ValueError) as e: print(f'msllm-clean: {e}', file=sys.stderr); sys.exit(2)  # the inputs given
     except RuntimeError as e: print(f'msllm-clean: {e}', file=sys.stderr); sys.exit(1)  # nothing read or kept
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # the files are written; piped into `head`, stop quietly as Unix tools do (no traceback)
+    if hasattr(signal, 'SIGPIPE'): signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (not on Windows) the files are written; piped into `head`, stop quietly as Unix tools do (no traceback)
     if json_out: print(json.dumps(rep, indent=1, ensure_ascii=False)); return
     src = f"{rep['files']} files" + (f" and {len(rep['datasets'])} datasets" if rep['datasets'] else '')
     print(f"read {rep['docs_in']} documents from {src}; kept {rep['docs_out']} -> {out}")

@@ -151,7 +151,7 @@ def test_the_sft_smollm2_config_trains_smollm2_as_its_header_says(tmp_path):
     S.build_instructions([tl.sample_tokens().parent / 'clean'], tmp_path / 'instr')
     r = run([BIN / 'msllm-convert', hf, tmp_path / 'smollm2' / 'model.ckpt'])
     assert r.returncode == 0, r.stderr[-2000:]
-    chats = tmp_path / 'chats.jsonl'  # 1,000 of the 7,679 training conversations: 25 s of rendering and tokenizing down to a few
+    chats = tmp_path / 'chats.jsonl'  # 1,000 of the 7,679 training conversations (rendering and tokenizing all of them took 25 s)
     chats.write_text(''.join((tmp_path / 'instr' / 'train.jsonl').read_text(encoding='utf-8').splitlines(keepends=True)[:1000]), encoding='utf-8')
     r = run([BIN / 'msllm-sft', chats, '--tokenizer', hf, '--seq_len', '128', '--out_dir', tmp_path / 'data'])
     assert r.returncode == 0, r.stderr[-2000:]
