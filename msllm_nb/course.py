@@ -100,7 +100,8 @@ def cells_as_files(shell=None # an IPython shell (default: the running one; None
 
 def run_notebook(nb_path:Path, # notebook to execute
                  out_path:Path, # where the executed copy is written
-                 skip_flags:tuple=('gpu', 'ascend') # cells whose `#| flag` line names one of these are skipped
+                 skip_flags:tuple=('gpu', 'ascend'), # cells whose `#| flag` line names one of these are skipped
+                 seconds:dict|None=None # if given, filled with each code cell's index → seconds it ran
                 )->list[tuple[int, str]]:
     "Execute a notebook top to bottom in a fresh shell, in its own folder, and save the executed copy."
     from execnb.nbio import read_nb, write_nb
@@ -119,7 +120,8 @@ def run_notebook(nb_path:Path, # notebook to execute
     try:
         for c in nb.cells:
             if c.cell_type != 'code': continue
-            sh.cell(c)
+            t0 = time.perf_counter(); sh.cell(c)
+            if seconds is not None: seconds[c.idx_] = round(time.perf_counter() - t0, 1)
             if sh.exc:  # what the cell printed before it failed comes with the error (CI keeps nothing else)
                 printed = ''.join(''.join(o['text']) if isinstance(o['text'], list) else o['text']
                                   for o in c.get('outputs', []) if o.get('output_type') == 'stream')
@@ -153,12 +155,14 @@ def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
     "Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`)."
     old = os.environ.get('MSLLM_RUNS')
     os.environ['MSLLM_RUNS'] = str(out/nb.stem)  # where a chapter writes its runs (training, plots)
-    t0 = time.perf_counter()
-    try: skipped = run_notebook(nb, out/nb.name, flags)
+    t0, cell_s = time.perf_counter(), {}
+    try: skipped = run_notebook(nb, out/nb.name, flags, cell_s)
     finally:
         if old is None: os.environ.pop('MSLLM_RUNS', None)
         else: os.environ['MSLLM_RUNS'] = old
-    return {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped]}
+    slowest = sorted(cell_s, key=cell_s.get, reverse=True)[:3]  # where a chapter's time goes, for whoever makes it faster
+    return {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
+            'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest]}
 
 def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
                 out_dir:str|Path='runs/roadmap', # executed notebooks and the environment report go here
@@ -201,8 +205,9 @@ def roadmap_report(out:Path, # the roadmap's output folder
     "A short Markdown report: what the tiny model learned (chapter 09), time per chapter, every training run's final losses and samples, the plots."
     learned = Path(out)/'09_eval'/'learned.md'  # chapter 09's table: the tiny model trained against untrained and chance
     lines = ['# Roadmap report', ''] + ([learned.read_text(encoding='utf-8'), ''] if learned.exists() else [])
-    lines += ['| chapter | seconds | skipped cells |', '|---|---:|---|']
-    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {', '.join(v['skipped_cells'])} |" for k, v in summary.items()]
+    lines += ['| chapter | seconds | slowest cells | skipped cells |', '|---|---:|---|---|']
+    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
+              for k, v in summary.items()]
     lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", '']
     for sj in sorted(Path(out).rglob('summary.json')):
         if sj.parent == Path(out): continue

@@ -14,8 +14,8 @@ from fastcore.script import call_parse, Param, store_true
 # %% auto #0
 __all__ = ['SUPPORTED_PYTHON', 'TUTORIAL_VERSION_TABLE', 'GPU_MIN_CUDA', 'dist_version', 'import_providers', 'module_dir',
            'top_level_names', 'ms_plugins', 'cuda_info', 'ascend_info', 'mf_version_map', 'mf_pairing', 'env_report',
-           'env_problems', 'format_report', 'ms_run_check', 'smoke_test', 'gpu_plugin_libs', 'check_version_table',
-           'wheel_facts', 'env_cli']
+           'env_problems', 'format_report', 'ms_run_check', 'smoke_test', 'use_device', 'gpu_plugin_libs',
+           'check_version_table', 'wheel_facts', 'env_cli']
 
 # %% ../nbs/00_env.ipynb #724b1833
 def dist_version(name:str # distribution (pip) name, e.g. `mindspore`
@@ -232,6 +232,15 @@ def smoke_test(device:str='CPU', # CPU, GPU or Ascend
     return {'device': device, 'matmul_n': n, 'matmul_s': t_mm, 'matmul_gflops': 2 * n**3 / t_mm / 1e9,
             'matmul_max_abs_err': err, 'first_step_s': t_compile, 'step_s': t_step,
             'loss_before': l0, 'loss_after': l1, 'ok': bool(err < 1e-2 * n**0.5 and l1 < l0)}
+
+# %% ../nbs/00_env.ipynb #faa20be2
+def use_device(device:str='CPU', # CPU, GPU or Ascend
+               mode:str='graph' # what the process will run: graph or pynative
+              ):
+    "Start a process on `device`; for PyNative on a CPU, kernels are launched by the calling thread. Call it before the first kernel runs."
+    import mindspore as ms
+    ms.set_device(device)
+    if device.upper() == 'CPU' and mode == 'pynative': ms.runtime.launch_blocking()  # bench/results/pynative_dispatch.md
 
 # %% ../nbs/00_env.ipynb #40cb9374
 # the tutorial's table (its section 1.1): MindSpore, CUDA, PyTorch, the hardware it names, and the gist of its note

@@ -22,6 +22,7 @@ import msllm_nb.model as msm
 from .formats import load_model
 from .bpe import iter_clean_texts, is_heldout, load_tokenizer
 from .shards import group_of
+from .env import use_device
 
 # %% auto #0
 __all__ = ['HELDOUT', 'is_eval_doc', 'heldout_documents', 'split_for_training', 'load_eval_model', 'MsllmLM', 'TokenLogprobs',
@@ -449,7 +450,7 @@ def set_device(name:str|None, mode:str='graph'):
     dev = {'cpu': 'CPU', 'cuda': 'GPU', 'gpu': 'GPU', 'npu': 'Ascend', 'ascend': 'Ascend'}.get(str(name or 'cpu').split(':')[0].lower())
     if dev is None: raise ValueError(f'--device {name}: choose CPU, GPU or Ascend')
     if mode not in ('graph', 'pynative'): raise ValueError(f'--mode {mode}: choose graph or pynative')
-    ms.set_device(dev); ms.set_context(mode=ms.GRAPH_MODE if mode == 'graph' else ms.PYNATIVE_MODE)
+    use_device(dev, mode); ms.set_context(mode=ms.GRAPH_MODE if mode == 'graph' else ms.PYNATIVE_MODE)
 
 def lm_eval_cli():
     "lm-evaluation-harness's own command line (`lm_eval`), with the `msllm` model registered; no torch seed unless --seed sets one."

@@ -12,6 +12,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 from fastcore.script import call_parse, Param
+from .env import use_device
 from .course import run_reference
 from .model import LlamaForCausalLM, generate
 from .convert import convert_hf_to_ms
@@ -156,6 +157,7 @@ def parity_cli(hf_dir:Param('Hugging Face model directory (the reference)', str)
                n_gen:Param('greedy tokens to compare', int)=32,
                json_file:Param('write the full report as JSON to this file (--json_out, in every command, prints JSON)', str)=None):
     "Check that a converted MindSpore model matches its Hugging Face original; exit 1 if not."
+    use_device('CPU', 'pynative')  # a fresh process: the model runs op by op, its kernels launched from this thread (chapter 00)
     try: r = check_parity(hf_dir, ckpt, n_gen=n_gen)
     except FileNotFoundError as e: print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(2)  # a path given that is not there
     except (ValueError, RuntimeError, TimeoutError) as e:  # RuntimeError: the reference process failed

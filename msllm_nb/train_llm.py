@@ -18,6 +18,7 @@ import msllm_nb.formats as msf
 import msllm_nb.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
+from .env import use_device  # chapter 00: the device, and on CPU how PyNative launches its kernels
 from .shards import sample_tokens  # chapter 03 writes every token folder
 from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
 from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell; and the config (below)
@@ -421,7 +422,7 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
         print(json.dumps({'config': asdict(cfg), 'world': world, 'model': asdict(info['model']),
                           'params': msm.param_count(info['model']), **{k: info[k] for k in ('train_windows', 'val_windows', 'epochs')}}, indent=1))
         return
-    ms.set_device(cfg.device)
+    use_device(cfg.device, cfg.mode)  # before the first kernel: on CPU, PyNative launches kernels from this thread (chapter 00)
     rank, world, sched = init_distributed(cfg.sched_port)
     try: train(cfg, resume, rank, world, allow_restart=allow_restart)
     except ValueError as e:

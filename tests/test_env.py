@@ -171,7 +171,11 @@ def test_roadmap_skips_slow_cells_unless_asked(tmp_path):
     r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs'], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert not (nbs / 'slow.txt').exists() and (nbs / 'ran.txt').exists()
-    assert json.loads((tmp_path / 'runs' / 'summary.json').read_text())['00_a']['skipped_cells'] == ['1 (slow)']
+    summary = json.loads((tmp_path / 'runs' / 'summary.json').read_text())['00_a']
+    assert summary['skipped_cells'] == ['1 (slow)']
+    test_cells = sorted(c.split(' ')[0] for c in summary['slowest_cells']); assert test_cells == ['0', '1'], summary  # both code cells timed
+    assert all(re.fullmatch(r'\d+ \(\d+\.\ds\)', c) for c in summary['slowest_cells']), summary  # where the chapter's time went
+    assert '| slowest cells |' in (tmp_path / 'runs' / 'report.md').read_text()
     assert 'skipped cells: 1 (slow)' in r.stdout and 'msllm-roadmap --slow' in r.stdout
     r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs2', '--slow', '--workers', '1'], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and (nbs / 'slow.txt').read_text() == 'ran'
