@@ -233,7 +233,7 @@ def smoke_test(device:str='CPU', # CPU, GPU or Ascend
             'matmul_max_abs_err': err, 'first_step_s': t_compile, 'step_s': t_step,
             'loss_before': l0, 'loss_after': l1, 'ok': bool(err < 1e-2 * n**0.5 and l1 < l0)}
 
-# %% ../nbs/00_env.ipynb #faa20be2
+# %% ../nbs/00_env.ipynb #efb378dc
 def use_device(device:str='CPU', # CPU, GPU or Ascend
                mode:str='graph' # what the process will run: graph or pynative
               ):
