@@ -27,9 +27,9 @@ from .env import use_device
 # %% auto #0
 __all__ = ['HELDOUT', 'is_eval_doc', 'heldout_documents', 'split_for_training', 'load_eval_model', 'MsllmLM', 'TokenLogprobs',
            'score_pairs', 'rolling_logprobs', 'score_rolling', 'generate_greedy', 'bits_per_byte', 'continuation_items',
-           'code_cloze_items', 'write_task', 'build_tasks', 'task_names', 'run_tasks', 'save_results', 'scores',
-           'TrainingEval', 'read_texts', 'eval_cli', 'set_device', 'lm_eval_cli', 'per_request', 'hf_harness_run',
-           'ms_harness_run', 'harness_parity']
+           'code_cloze_items', 'write_task_files', 'write_task', 'build_tasks', 'task_names', 'run_tasks',
+           'save_results', 'scores', 'TrainingEval', 'read_texts', 'eval_cli', 'set_device', 'lm_eval_cli',
+           'per_request', 'hf_harness_run', 'ms_harness_run', 'harness_parity']
 
 # %% ../nbs/09_eval.ipynb #ba909f43
 HELDOUT = {'*': 0.05, 'code': 0.25}  # share of documents held out for evaluation, by domain (chapter 02's 5 % elsewhere)
@@ -272,19 +272,22 @@ _MC_METRICS = [{'metric': m, 'aggregation': 'mean', 'higher_is_better': True} fo
 # then one "word", and exp(−log P / words) overflows
 _PPL_METRICS = [{'metric': m, 'aggregation': a, 'higher_is_better': False} for m, a in (('byte_perplexity', 'weighted_perplexity'), ('bits_per_byte', 'bits_per_byte'))]
 
-def write_task(out_dir:Path, name:str, rows:list[dict], multiple_choice:bool)->Path:
-    "A harness task: `name.jsonl` and `name.yaml` (its `dataset_path: json` reads the file; nothing from a hub)."
-    data = (out_dir/f'{name}.jsonl').resolve()
+def write_task_files(out_dir:Path, name:str, rows:list[dict], **spec)->Path:
+    "A harness task: `name.jsonl` and `name.yaml` (its `dataset_path: json` reads the file; nothing from a hub); `spec`: how the harness reads a row."
+    data = (Path(out_dir)/f'{name}.jsonl').resolve()
     data.write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows), encoding='utf-8')
     spec = {'task': name, 'tag': ['msllm'], 'dataset_path': 'json', 'dataset_kwargs': {'data_files': {'test': str(data)}},
-            'test_split': 'test', 'metadata': {'version': 1.0}}
-    if multiple_choice:
-        spec.update(output_type='multiple_choice', doc_to_text='context', doc_to_choice='choices', doc_to_target='label',
-                    target_delimiter='', metric_list=_MC_METRICS)
-    else: spec.update(output_type='loglikelihood_rolling', doc_to_text='', doc_to_target='text', metric_list=_PPL_METRICS)
+            'test_split': 'test', 'metadata': {'version': 1.0}, **spec}
     import yaml
-    (out_dir/f'{name}.yaml').write_text(yaml.safe_dump(spec, allow_unicode=True, sort_keys=False), encoding='utf-8')
-    return out_dir/f'{name}.yaml'
+    (Path(out_dir)/f'{name}.yaml').write_text(yaml.safe_dump(spec, allow_unicode=True, sort_keys=False), encoding='utf-8')
+    return Path(out_dir)/f'{name}.yaml'
+
+def write_task(out_dir:Path, name:str, rows:list[dict], multiple_choice:bool)->Path:
+    "The course's two kinds of task: multiple choice (`context`, `choices`, `label`) or a text's perplexity (`text`)."
+    if multiple_choice:
+        return write_task_files(out_dir, name, rows, output_type='multiple_choice', doc_to_text='context', doc_to_choice='choices',
+                                doc_to_target='label', target_delimiter='', metric_list=_MC_METRICS)
+    return write_task_files(out_dir, name, rows, output_type='loglikelihood_rolling', doc_to_text='', doc_to_target='text', metric_list=_PPL_METRICS)
 
 def build_tasks(inputs:list, # cleaned JSON-lines files or folders: their held-out documents make the tasks
                 out_dir:str|Path, n:int=200, # items per multiple-choice task (at most)
@@ -348,10 +351,10 @@ def save_results(results:dict, out:str|Path)->Path:
     return max(Path(out).rglob('results_*.json'), key=lambda p: p.stat().st_mtime)
 
 def scores(results:dict)->dict:
-    "{task: acc or bits_per_byte} of a harness results dict."
+    "{task: acc, exact_match or bits_per_byte} of a harness results dict."
     out = {}
     for t, r in results['results'].items():
-        k = next((k for k in ('acc,none', 'bits_per_byte,none') if k in r), None)
+        k = next((k for k in ('acc,none', 'exact_match,none', 'bits_per_byte,none') if k in r), None)
         if k: out[t] = r[k]
     return out
 

@@ -25,7 +25,8 @@ __all__ = ['COURSE_CHAT_TEMPLATE', 'ROLES', 'PROBLEMS', 'ROWS', 'SYSTEM', 'LORA_
            'conversation_problem', 'Conversations', 'read_conversations', 'Tokenized', 'tokenize_conversation',
            'fit_window', 'pack', 'one_per_window', 'padding_share', 'packed_mask', 'PackedLM', 'SFTLossCell',
            'instructions_from', 'build_instructions', 'read_items', 'PackedRows', 'write_sft_folder', 'windows',
-           'loss_cell', 'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs', 'add_lora', 'merge_lora']
+           'loss_cell', 'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs', 'write_instruction_task',
+           'add_lora', 'merge_lora']
 
 # %% ../nbs/10_sft.ipynb #cb800445
 COURSE_CHAT_TEMPLATE = ("{% for m in messages %}{{ bos_token + m['role'] + '\\n' + m['content'] + eos_token + '\\n' }}{% endfor %}"
@@ -398,6 +399,25 @@ def answer_logprobs(model:msm.LlamaForCausalLM, tok, items:list, seq_len:int, ba
             nll = np.log(np.exp(zt).sum(-1)) - zt[np.arange(len(t)), w[r, 1, t + 1]]
             rows.append({'task': items[i][0], 'answer_tokens': len(t), 'nll_per_token': float(nll.mean())})
     return rows
+
+# %% ../nbs/10_sft.ipynb #4f2a4503
+def write_instruction_task(out_dir:str|Path, name:str, # the task folder, and the task's name
+                           items:list, # (task, messages) pairs; the last message is the reference answer
+                           tok, # `chat_tokenizer(...)`: the template the model was tuned with
+                           max_new_tokens:int=16)->Path:
+    """A harness task of held-out instructions: greedy answers (`generate_until`, up to the end of the line or the turn)
+    scored by exact match against the reference, leading and trailing spaces ignored. Run it with an `MsllmLM` whose
+    tokenizer renders the same template: a course model's `<name>.chat` folder (`chat_tokenizer`), or SmolLM2's own."""
+    from msllm_nb.eval import write_task_files
+    rows = [{'kind': t, 'prompt': tok.decode(prompt_ids(tok, m)), 'answer': m[-1]['content'].strip()} for t, m in items]
+    for r, (_, m) in zip(rows, items):
+        if tok.encode(r['prompt'], add_special_tokens=False) != prompt_ids(tok, m):
+            raise ValueError(f"{name}: the prompt of {m[0]['content'][:40]!r} does not encode back to its tokens: the harness would score another input")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return write_task_files(out_dir, name, rows, output_type='generate_until', doc_to_text='{{prompt}}', doc_to_target='{{answer}}',
+                            target_delimiter='', generation_kwargs={'until': ['\n'], 'max_gen_toks': max_new_tokens, 'do_sample': False},
+                            metric_list=[{'metric': 'exact_match', 'aggregation': 'mean', 'higher_is_better': True,
+                                          'regexes_to_ignore': ['^\\s+', '\\s+$']}])
 
 # %% ../nbs/10_sft.ipynb #c27f030b
 LORA_TARGETS = ('wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3')  # the attention and MLP projections
