@@ -409,10 +409,12 @@ def write_instruction_task(out_dir:str|Path, name:str, # the task folder, and th
     scored by exact match against the reference, leading and trailing spaces ignored. Run it with an `MsllmLM` whose
     tokenizer renders the same template: a course model's `<name>.chat` folder (`chat_tokenizer`), or SmolLM2's own."""
     from msllm_nb.eval import write_task_files
-    rows = [{'kind': t, 'prompt': tok.decode(prompt_ids(tok, m)), 'answer': m[-1]['content'].strip()} for t, m in items]
-    for r, (_, m) in zip(rows, items):
-        if tok.encode(r['prompt'], add_special_tokens=False) != prompt_ids(tok, m):
+    rows = []
+    for t, m in items:
+        ids = prompt_ids(tok, m); prompt = tok.decode(ids)
+        if tok.encode(prompt, add_special_tokens=False) != ids:
             raise ValueError(f"{name}: the prompt of {m[0]['content'][:40]!r} does not encode back to its tokens: the harness would score another input")
+        rows.append({'kind': t, 'prompt': prompt, 'answer': m[-1]['content'].strip()})
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     return write_task_files(out_dir, name, rows, output_type='generate_until', doc_to_text='{{prompt}}', doc_to_target='{{answer}}',
                             target_delimiter='', generation_kwargs={'until': ['\n'], 'max_gen_toks': max_new_tokens, 'do_sample': False},
