@@ -12,8 +12,9 @@ from fastcore.script import call_parse, Param, store_true
 from .env import env_report, env_problems
 
 # %% auto #0
-__all__ = ['run_reference', 'torch_probe', 'import_quietly', 'chapter_notebooks', 'cells_as_files', 'run_notebook',
-           'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report', 'roadmap_cli']
+__all__ = ['TERMINAL_NOISE', 'run_reference', 'torch_probe', 'import_quietly', 'chapter_notebooks', 'cells_as_files',
+           'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report', 'roadmap_cli',
+           'roadmap_problems']
 
 # %% ../nbs/00_runner.ipynb #0c7f6171
 def _reference_child(job:str, result:str):
@@ -235,3 +236,24 @@ def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
     if any('(slow)' in c for v in summary.values() for c in v['skipped_cells']):
         print('slow cells were skipped: msllm-roadmap --slow runs them too')
     print(f'executed notebooks and reports in {Path(out).resolve()}')
+
+# %% ../nbs/00_runner.ipynb #1681a8b5
+TERMINAL_NOISE = {'[ERROR]': 'a MindSpore ERROR line', 'GetRealPath': "MindSpore's compiler found no source file for a cell",
+                  'Parsing: [': "the profiler's parser progress bars", 'handle is closed': 'a TensorBoard writer left open'}
+
+def _progress_bar(text:str)->bool:
+    "Every line of `text` is a tqdm text bar."
+    return all(re.search(r'\[[\d:]+(<[\d:?]+)?, [^\]]*\]\s*$', seg) for seg in re.split(r'[\r\n]', text) if seg.strip())
+
+def roadmap_problems(out:str|Path, # a roadmap output folder (its executed notebooks are read)
+                     terminal:str='' # what msllm-roadmap printed, stdout and stderr
+                    )->list[str]:
+    "Framework noise in the terminal, and stderr boxes (other than progress bars) in the executed notebooks: one line each."
+    lines = terminal.splitlines()
+    probs = [f'terminal: {why}: {next(l for l in lines if pat in l)[:160]!r}' for pat, why in TERMINAL_NOISE.items() if pat in terminal]
+    for nb in sorted(Path(out).glob('*.ipynb')):
+        for i, c in enumerate(json.loads(nb.read_text(encoding='utf-8'))['cells']):
+            for o in c.get('outputs', []):
+                text = ''.join(o.get('text', ''))
+                if o.get('name') == 'stderr' and not _progress_bar(text): probs.append(f'{nb.name} cell {i}: stderr box {text[:120]!r}')
+    return probs
