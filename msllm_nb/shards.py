@@ -128,9 +128,16 @@ def tokenize_shards(text_shards:list, # JSON-lines shards from `shuffle_and_shar
     jobs = [(str(s), str(model), str(out_dir/f'tokens-{i:05d}'), batch_size) for i, s in enumerate(text_shards)]
     bar = tqdm(total=len(jobs), desc=f'tokenize shards ({workers} processes)', unit='shard', disable=not progress)
     res = []
-    with (mp.get_context('spawn').Pool(workers) if workers > 1 else contextlib.nullcontext()) as pool:
-        for r in (pool.imap(this._tokenize_shard, jobs) if pool else map(this._tokenize_shard, jobs)): res.append(r); bar.update()
-    bar.close()
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    try:  # not multiprocessing.Pool: when a worker dies, it starts another and waits for the lost result forever
+        with (ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) if workers > 1 else contextlib.nullcontext()) as pool:
+            for r in (pool.map(this._tokenize_shard, jobs) if pool else map(this._tokenize_shard, jobs)): res.append(r); bar.update()
+    except BrokenProcessPool:
+        raise RuntimeError(f'tokenize_shards: a worker process died (killed for memory, or it could not start: each worker imports the '
+                           f"calling script, so a script that calls this with workers={workers} needs its code under "
+                           "`if __name__ == '__main__':`; workers=1 runs in this process)") from None
+    finally: bar.close()
     sp = spm.SentencePieceProcessor(model_file=str(model))
     shutil.copyfile(model, out_dir/'tokenizer.model')  # the folder carries its tokenizer: copy it to a cluster and it is whole
     for r in res: r['shard'] = os.path.relpath(r['shard'], out_dir)  # paths relative to the folder: the bytes do not depend on where it is

@@ -116,3 +116,17 @@ def test_same_input_same_bytes_in_any_folder(prepared, tmp_path):
     meta = json.loads(outs[0][Path('tokens/meta.json')])
     assert meta['tokenizer'] == 'tokenizer.model' and str(tmp_path) not in json.dumps(meta)
     assert S.TokenStore(tmp_path / 'a' / 'tokens').meta['tokenizer'] == str(tmp_path / 'a' / 'tokens' / 'tokenizer.model')
+
+
+def test_a_script_without_main_guard_gets_an_error_not_a_hang(tmp_path):
+    "tokenize_shards with workers=2 from a script whose code is not under `if __name__ == '__main__':` (each spawned worker imports the script)."
+    shard = tmp_path / 'text-00000.jsonl'
+    shard.write_text(''.join(json.dumps({'text': f'hello world {i}', 'source': 'en_x.txt'}) + '\n' for i in range(20)))
+    call = f"S.tokenize_shards([{str(shard)!r}], {str(S.sample_tokens() / 'tokenizer.model')!r}, {str(tmp_path / 'tok')!r}, workers=2, progress=False)"
+    (tmp_path / 'bare.py').write_text(f'import msllm_nb.shards as S\n{call}\nprint("done")\n')
+    r = subprocess.run([sys.executable, tmp_path / 'bare.py'], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1 and "needs its code under `if __name__ == '__main__':`" in r.stderr.strip().splitlines()[-1], r.stderr[-2000:]
+    (tmp_path / 'guarded.py').write_text(f'import msllm_nb.shards as S\nif __name__ == "__main__":\n    {call}\n    print("done")\n')
+    r = subprocess.run([sys.executable, tmp_path / 'guarded.py'], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == 'done', r.stderr[-2000:]
+    assert json.loads((tmp_path / 'tok' / 'meta.json').read_text())['docs'] == 20
