@@ -173,7 +173,7 @@ def env_problems(report:dict, # from `env_report`
 
 def _why_not(report, device):
     "The missing piece that keeps `device` from running."
-    p, c, a = report['mindspore']['plugins'], report['cuda'], report['ascend']
+    p, c = report['mindspore']['plugins'], report['cuda']
     if device == 'CPU': return 'the installed mindspore wheel has no CPU plugin'
     if device == 'GPU':
         if not p['gpu']: return 'the installed mindspore wheel ships no GPU plugin'

@@ -377,7 +377,7 @@ class TrainingEval:
         self.tasks = [t.strip() for t in tasks.split(',')] if isinstance(tasks, str) else list(tasks)
         known = task_names(self.task_dir)
         if not self.tasks or (bad := [t for t in self.tasks if t not in known]):
-            raise ValueError(f'eval_tasks: ' + (f'unknown task {bad[0]!r}' if self.tasks else 'empty') + f'; {self.task_dir} has {known}')
+            raise ValueError('eval_tasks: ' + (f'unknown task {bad[0]!r}' if self.tasks else 'empty') + f'; {self.task_dir} has {known}')
         self.lm = MsllmLM(model=model, tok=load_tokenizer(tokenizer))
         self.chance = {t: _chance(self.task_dir, t) for t in self.tasks}
     def __call__(self)->dict:
