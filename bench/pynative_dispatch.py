@@ -2,10 +2,10 @@
 
 By default MindSpore launches kernels from dispatch threads of its own (5 by default), so that Python runs ahead of
 the device. On a 2-core machine those threads compete with the kernels' own threads for the same cores. This
-benchmark trains the tiny course model (8 × 128 tokens a step, the bundled corpus) in fresh processes, four ways:
-PyNative and GRAPH mode, each with the default dispatch and with `launch_blocking()` called before the first kernel.
-A fifth way shows why it must come first: PyNative with `launch_blocking()` called after one small kernel has run. PyNative is also run as two processes side by side, as `msllm-roadmap` runs two
-chapters at once. The baseline of each ratio is the default dispatch in the same mode, measured in the same run, in
+benchmark trains the tiny course model (8 × 128 tokens a step, the bundled corpus) in fresh processes: PyNative and
+GRAPH mode, each with the default dispatch and with `launch_blocking()` called before the first kernel, and PyNative
+with `launch_blocking()` called after one small kernel has run (why it must come first). PyNative is also run as two
+processes side by side, as `msllm-roadmap` runs two chapters at once. The baseline of each ratio is the default dispatch in the same mode, measured in the same run, in
 alternating order. Losses must be identical: the setting changes when kernels run, not what they compute.
 
     python bench/pynative_dispatch.py    # about 10 minutes; prints the table, writes bench/results/pynative_dispatch.md
