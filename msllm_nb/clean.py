@@ -26,7 +26,7 @@ __all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'PRE_
            'tutorial_clean_text', 'CleanConfig', 'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols',
            'rule_repetition', 'rule_script', 'strip_remnants', 'clean_document', 'Signature', 'minhash_many', 'minhash',
            'lsh_bands', 'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_line', 'shown_path',
-           'start_method', 'ordered_bounded_map', 'clean_corpus', 'clean_cli']
+           'start_method', 'ordered_bounded_map', 'worker_died', 'clean_corpus', 'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -1152,6 +1152,13 @@ def ordered_bounded_map(pool, fn, items, ahead:int):
         if len(q) >= ahead: yield q.popleft().result()
     while q: yield q.popleft().result()
 
+def worker_died(what:str, workers:int)->RuntimeError:
+    """The one-line error for a process pool whose worker died (`BrokenProcessPool`), naming the likely causes and the way
+    round them; `clean_corpus` and chapter 03's `tokenize_shards` raise it."""
+    return RuntimeError(f'{what}: a worker process died (killed for memory, or it could not start: a spawned worker imports the '
+                        f"calling script, so a script that calls this with workers={workers} needs its code under "
+                        "`if __name__ == '__main__':`; workers=1 runs in this process)")
+
 def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG][@SPLIT]` specs
                  out_dir:str|Path, # cleaned JSON lines go here (clean-00000.jsonl, ...)
                  config:CleanConfig|None=None,
@@ -1186,9 +1193,8 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
         fh.write(line); written += len(line)
     batches = _batches(files, read_tally, c, text_field, batch_docs, max_line_bytes, (dd.bands, dd.rows) if dd.near else None, record_sep, source_root)
     import msllm_nb.clean as this  # the module's worker function: spawned processes import it by name
-    how = start_method()
-    if workers > 1 and how == 'fork': _warm_kernels()
-    from concurrent.futures import ProcessPoolExecutor
+    if workers > 1 and (how := start_method()) == 'fork': _warm_kernels()
+    from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(how)) if workers > 1 else None
     results = ordered_bounded_map(pool, this._clean_batch, batches, 4 * workers) if pool else map(this._clean_batch, batches)
     bar = tqdm(desc='clean', unit='doc', disable=not progress)
@@ -1200,6 +1206,7 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
                 if reason:
                     rec = json.loads(line); work_tally.drop_doc(reason, f"{rec['source']}: {rec['text'][:80]!r}"); continue
                 emit(line); work_tally.docs_out += 1; per_domain[dom] += 1
+    except BrokenProcessPool: raise worker_died('clean_corpus', workers) from None
     finally:
         bar.close()
         if pool: pool.shutdown(wait=True, cancel_futures=True)

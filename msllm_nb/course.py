@@ -13,8 +13,8 @@ from .env import env_report, env_problems
 
 # %% auto #0
 __all__ = ['TERMINAL_NOISE', 'run_reference', 'torch_probe', 'import_quietly', 'chapter_notebooks', 'cells_as_files',
-           'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report', 'roadmap_cli',
-           'roadmap_problems']
+           'cpu_seconds', 'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report',
+           'roadmap_cli', 'roadmap_problems']
 
 # %% ../nbs/00_runner.ipynb #0c7f6171
 def _reference_child(job:str, result:str):
@@ -99,10 +99,19 @@ def cells_as_files(shell=None # an IPython shell (default: the running one; None
     shell.compile.get_code_name = code_name
     return d
 
+def cpu_seconds()->float:
+    """CPU seconds used so far by this process (all its threads) and the child processes it has waited for (`subprocess.run`,
+    msrun and its workers). On a shared machine this, not the wall time, is a cell's cost: chapters run side by side, and a
+    cell that waits for the launch lock or for a core takes wall time and no CPU."""
+    import resource
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ch.ru_utime + ch.ru_stime
+
 def run_notebook(nb_path:Path, # notebook to execute
                  out_path:Path, # where the executed copy is written
                  skip_flags:tuple=('gpu', 'ascend'), # cells whose `#| flag` line names one of these are skipped
-                 seconds:dict|None=None # if given, filled with each code cell's index → seconds it ran
+                 seconds:dict|None=None, # if given, filled with each code cell's index → seconds it ran
+                 cpu:dict|None=None # if given, filled with each code cell's index → CPU seconds it used (`cpu_seconds`)
                 )->list[tuple[int, str]]:
     "Execute a notebook top to bottom in a fresh shell, in its own folder, and save the executed copy."
     from execnb.nbio import read_nb, write_nb
@@ -121,8 +130,9 @@ def run_notebook(nb_path:Path, # notebook to execute
     try:
         for c in nb.cells:
             if c.cell_type != 'code': continue
-            t0 = time.perf_counter(); sh.cell(c)
+            t0, c0 = time.perf_counter(), cpu_seconds(); sh.cell(c)
             if seconds is not None: seconds[c.idx_] = round(time.perf_counter() - t0, 1)
+            if cpu is not None: cpu[c.idx_] = round(cpu_seconds() - c0, 1)
             if sh.exc:  # what the cell printed before it failed comes with the error (CI keeps nothing else)
                 printed = ''.join(''.join(o['text']) if isinstance(o['text'], list) else o['text']
                                   for o in c.get('outputs', []) if o.get('output_type') == 'stream')
@@ -156,14 +166,15 @@ def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
     "Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`)."
     old = os.environ.get('MSLLM_RUNS')
     os.environ['MSLLM_RUNS'] = str(out/nb.stem)  # where a chapter writes its runs (training, plots)
-    t0, cell_s = time.perf_counter(), {}
-    try: skipped = run_notebook(nb, out/nb.name, flags, cell_s)
+    t0, c0, cell_s, cell_cpu = time.perf_counter(), cpu_seconds(), {}, {}
+    try: skipped = run_notebook(nb, out/nb.name, flags, cell_s, cell_cpu)
     finally:
         if old is None: os.environ.pop('MSLLM_RUNS', None)
         else: os.environ['MSLLM_RUNS'] = old
     slowest = sorted(cell_s, key=cell_s.get, reverse=True)[:3]  # where a chapter's time goes, for whoever makes it faster
-    return {'seconds': round(time.perf_counter() - t0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
-            'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest]}
+    busiest = sorted(cell_cpu, key=cell_cpu.get, reverse=True)[:3]  # and its CPU: what it costs the other chapters
+    return {'seconds': round(time.perf_counter() - t0, 1), 'cpu_s': round(cpu_seconds() - c0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
+            'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest], 'busiest_cells': [f'{i} ({cell_cpu[i]}s CPU)' for i in busiest]}
 
 def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
                 out_dir:str|Path='runs/roadmap', # executed notebooks and the environment report go here
@@ -206,8 +217,8 @@ def roadmap_report(out:Path, # the roadmap's output folder
     "A short Markdown report: what the tiny model learned (chapter 09), time per chapter, every training run's final losses and samples, the plots."
     learned = Path(out)/'09_eval'/'learned.md'  # chapter 09's table: the tiny model trained against untrained and chance
     lines = ['# Roadmap report', ''] + ([learned.read_text(encoding='utf-8'), ''] if learned.exists() else [])
-    lines += ['| chapter | seconds | slowest cells | skipped cells |', '|---|---:|---|---|']
-    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
+    lines += ['| chapter | seconds | CPU seconds | slowest cells | skipped cells |', '|---|---:|---:|---|---|']
+    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v.get('cpu_s', '')} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
               for k, v in summary.items()]
     lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", '']
     for sj in sorted(Path(out).rglob('summary.json')):

@@ -17,8 +17,8 @@ from .checkpoints import _atomic_write  # 06·2: metrics.jsonl is rewritten the 
 
 
 # %% auto #0
-__all__ = ['flops_per_token', 'measure_peak_flops', 'host_rss_mb', 'device_memory_mb', 'MetricsLog', 'read_metrics',
-           'top_operators', 'start_profiler', 'stop_profiler', 'profile_steps', 'profile_text']
+__all__ = ['flops_per_token', 'measure_peak_flops', 'host_rss_mb', 'device_memory_mb', 'summary_writer', 'MetricsLog',
+           'read_metrics', 'top_operators', 'start_profiler', 'stop_profiler', 'profile_steps', 'profile_text']
 
 # %% ../nbs/06_3_metrics.ipynb #7518593d
 def flops_per_token(cfg:msm.LlamaConfig, seq_len:int)->float:
@@ -47,6 +47,16 @@ def device_memory_mb()->float|None:
     try: return ms.runtime.max_memory_allocated() / 2**20
     except Exception: return None
 
+def summary_writer(log_dir:str|Path, **kw):
+    """tensorboardX's `SummaryWriter`, imported without PyTorch. tensorboardX imports torch whenever it is installed, only to
+    accept torch tensors, which the course never logs; in a training process that import costs about 2.4 s of CPU."""
+    if 'tensorboardX' not in sys.modules and 'torch' not in sys.modules:
+        sys.modules['torch'] = None  # while this is set, `import torch` raises ImportError (the import system's own way to block a module)
+        try: import tensorboardX
+        finally: del sys.modules['torch']  # a later `import torch` in this process works as usual
+    from tensorboardX import SummaryWriter
+    return SummaryWriter(str(log_dir), **kw)
+
 class MetricsLog:
     "Rank 0 writes metrics to the console, metrics.jsonl and TensorBoard event files; other ranks write nothing."
     def __init__(self, out_dir:str|Path, rank:int=0, console:bool=True, tensorboard:bool=True):
@@ -59,8 +69,7 @@ class MetricsLog:
         rec = {'kind': kind, 'step': step, 'time': round(time.time(), 3), **values}
         self.f.write(json.dumps(rec) + '\n'); self.f.flush()
         if self.tensorboard and self.tb is None:
-            from tensorboardX import SummaryWriter
-            self.tb = SummaryWriter(str(self.out/'tb'), purge_step=self.purge_step)
+            self.tb = summary_writer(self.out/'tb', purge_step=self.purge_step)
         if self.tb is not None:  # NaN/Inf stay in metrics.jsonl: TensorBoard cannot plot them (tensorboardX warns on each)
             for k, v in values.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v): self.tb.add_scalar(f'{kind}/{k}', v, step)

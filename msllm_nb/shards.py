@@ -134,9 +134,8 @@ def tokenize_shards(text_shards:list, # JSON-lines shards from `shuffle_and_shar
         with (ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) if workers > 1 else contextlib.nullcontext()) as pool:
             for r in (pool.map(this._tokenize_shard, jobs) if pool else map(this._tokenize_shard, jobs)): res.append(r); bar.update()
     except BrokenProcessPool:
-        raise RuntimeError(f'tokenize_shards: a worker process died (killed for memory, or it could not start: each worker imports the '
-                           f"calling script, so a script that calls this with workers={workers} needs its code under "
-                           "`if __name__ == '__main__':`; workers=1 runs in this process)") from None
+        from msllm_nb.clean import worker_died  # chapter 01's one-line error (imported only here: that module loads numba)
+        raise worker_died('tokenize_shards', workers) from None
     finally: bar.close()
     sp = spm.SentencePieceProcessor(model_file=str(model))
     shutil.copyfile(model, out_dir/'tokenizer.model')  # the folder carries its tokenizer: copy it to a cluster and it is whole

@@ -175,6 +175,7 @@ def test_roadmap_skips_slow_cells_unless_asked(tmp_path):
     assert summary['skipped_cells'] == ['1 (slow)']
     test_cells = sorted(c.split(' ')[0] for c in summary['slowest_cells']); assert test_cells == ['0', '1'], summary  # both code cells timed
     assert all(re.fullmatch(r'\d+ \(\d+\.\ds\)', c) for c in summary['slowest_cells']), summary  # where the chapter's time went
+    assert summary['cpu_s'] > 0 and all(re.fullmatch(r'\d+ \(\d+\.\ds CPU\)', c) for c in summary['busiest_cells']), summary  # and its CPU
     assert '| slowest cells |' in (tmp_path / 'runs' / 'report.md').read_text()
     assert 'skipped cells: 1 (slow)' in r.stdout and 'msllm-roadmap --slow' in r.stdout
     r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs2', '--slow', '--workers', '1'], capture_output=True, text=True, cwd=tmp_path)
@@ -211,8 +212,8 @@ def test_the_report_opens_with_what_was_learned_and_lists_each_run(tmp_path):
     (run / 'metrics.jsonl').write_text(''.join(json.dumps(x) + '\n' for x in recs))
     (tmp_path / '09_eval').mkdir(); (tmp_path / '09_eval' / 'learned.md').write_text('What the tiny model learned in 120 steps\n')
     (tmp_path / '06_train_dp' / 'msrun2_curves.png').write_bytes(b'png')
-    report = C.roadmap_report(tmp_path, {'06_train_dp': {'seconds': 12.5, 'skipped_cells': [], 'slowest_cells': ['20 (9.0s)']}})
+    report = C.roadmap_report(tmp_path, {'06_train_dp': {'seconds': 12.5, 'cpu_s': 11.0, 'skipped_cells': [], 'slowest_cells': ['20 (9.0s)']}})
     assert report.startswith('# Roadmap report\n\nWhat the tiny model learned'), report
-    assert '| [06_train_dp](06_train_dp.ipynb) | 12.5 | 20 (9.0s) |  |' in report
+    assert '| [06_train_dp](06_train_dp.ipynb) | 12.5 | 11.0 | 20 (9.0s) |  |' in report
     assert 'Training run `06_train_dp/msrun2`\n\n20 steps on 2 rank(s); validation loss 9.000 → 6.500.' in report
     assert "- sample: 'The cat'" in report and '![msrun2_curves](06_train_dp/msrun2_curves.png)' in report
