@@ -17,7 +17,7 @@ A run is right when its losses equal the uncached run of the same config, bit fo
 
     python bench/compile_cache.py        # about 2 minutes on 2 cores
 """
-import json, os, subprocess, sys, tempfile
+import json, os, shutil, subprocess, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _report import write_result
@@ -28,11 +28,12 @@ import mindspore as ms
 ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
 import msllm_nb.train_llm as tl
 seq = int(sys.argv[1])
-cfg = tl.TrainConfig(token_dir=str(tl.sample_tokens()), steps=4, seq_len=seq, batch_size=8, warmup_steps=2, val_every=4, save_every=4,
-                     model={'preset': 'tiny', 'vocab_size': 8192, 'max_position_embeddings': 256}, out_dir=tempfile.mkdtemp(),
-                     sample_prompts=[], log_every=50, progress=False)
-c = time.process_time(); tl.train(cfg, console=False); cpu = time.process_time() - c
-tr = tl.read_metrics(cfg.out_dir, 'train')
+with tempfile.TemporaryDirectory() as out:  # the run folder (checkpoints included) goes with the process
+    cfg = tl.TrainConfig(token_dir=str(tl.sample_tokens()), steps=4, seq_len=seq, batch_size=8, warmup_steps=2, val_every=4, save_every=4,
+                         model={'preset': 'tiny', 'vocab_size': 8192, 'max_position_embeddings': 256}, out_dir=out,
+                         sample_prompts=[], log_every=50, progress=False)
+    c = time.process_time(); tl.train(cfg, console=False); cpu = time.process_time() - c
+    tr = tl.read_metrics(cfg.out_dir, 'train')
 print(json.dumps({'cpu_s': cpu, 'first_step_s': tr[0]['step_s'], 'losses': [r['loss'] for r in tr]}))
 '''
 
@@ -58,7 +59,8 @@ def main():
             ('seq_len 128, cache A', 128, a, 'ref128'), ('seq_len 64, cache A (written at 128)', 64, a, 'ref64'),
             ('seq_len 64, no cache', 64, None, 'ref64'), ('seq_len 64, empty cache B (writes it)', 64, b, 'ref64'),
             ('seq_len 128, cache B (written at 64)', 128, b, 'ref128'), ('seq_len 128, cache A, the same code run with `python -c`', 128, a, 'ref128')]
-    res = [(name, ref, run(script, seq, c, inline='python -c' in name)) for name, seq, c, ref in plan]
+    try: res = [(name, ref, run(script, seq, c, inline='python -c' in name)) for name, seq, c, ref in plan]
+    finally: shutil.rmtree(work, ignore_errors=True)  # the script and both caches
     if 'error' in res[0][2] or 'error' in res[4][2]: sys.exit(f'compile_cache: an uncached run failed: {res[0][2]} {res[4][2]}')
     refs = {'ref128': res[0][2]['losses'], 'ref64': res[4][2]['losses']}
     rows = ['| run (each a fresh process; the same script file unless said) | first step (s) | CPU (s) | losses equal to the uncached run of its config |',
