@@ -14,7 +14,7 @@ from .env import env_report, env_problems
 # %% auto #0
 __all__ = ['TERMINAL_NOISE', 'run_reference', 'torch_probe', 'import_quietly', 'chapter_notebooks', 'cells_as_files',
            'cpu_seconds', 'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report',
-           'roadmap_cli', 'roadmap_problems']
+           'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter', 'roadmap_problems']
 
 # %% ../nbs/00_runner.ipynb #0c7f6171
 def _reference_child(job:str, result:str):
@@ -194,17 +194,17 @@ def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
     if workers <= 1:
         for nb in nbs:
             bar.set_postfix_str(nb.stem); summary[nb.stem] = _run_chapter(nb, out, flags); bar.update()
-    else:  # chapters are independent; the later ones train, so they start first and the short ones fill in
+    else:  # chapters are independent: those that launch jobs run one after another, the others beside them
         prev = json.loads((out/'summary.json').read_text()) if (out/'summary.json').exists() else {}
-        order = sorted(nbs, key=lambda p: (-prev.get(p.stem, {}).get('seconds', 0), -nbs.index(p)))
+        launching = {p for p in nbs if launches_jobs(p)}
+        pending, running = roadmap_order(nbs, launching, prev), {}
         with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) as ex:
-            futs = {ex.submit(_run_chapter, nb, out, flags): nb for nb in order}
-            try:
-                for f in cf.as_completed(futs):
-                    summary[futs[f].stem] = f.result(); bar.set_postfix_str(futs[f].stem); bar.update()
-            except BaseException:
-                for f in futs: f.cancel()  # chapters not started yet are dropped; running ones finish
-                raise
+            while pending or running:  # a failure propagates: chapters not started yet are dropped, running ones finish
+                while pending and len(running) < workers:
+                    nb = next_chapter(pending, list(running.values()), launching); pending.remove(nb)
+                    running[ex.submit(_run_chapter, nb, out, flags)] = nb
+                for f in cf.wait(running, return_when=cf.FIRST_COMPLETED).done:
+                    nb = running.pop(f); summary[nb.stem] = f.result(); bar.set_postfix_str(nb.stem); bar.update()
         summary = {nb.stem: summary[nb.stem] for nb in nbs}  # roadmap order
     bar.close()
     (out/'summary.json').write_text(json.dumps(summary, indent=1))
@@ -247,6 +247,27 @@ def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
     if any('(slow)' in c for v in summary.values() for c in v['skipped_cells']):
         print('slow cells were skipped: msllm-roadmap --slow runs them too')
     print(f'executed notebooks and reports in {Path(out).resolve()}')
+
+# %% ../nbs/00_runner.ipynb #4d6523f3
+def launches_jobs(nb:str|Path # a chapter notebook
+                 )->bool:
+    "Does the chapter run multi-process jobs under `one_launch_at_a_time` (a code cell that takes the lock)?"
+    cells = json.loads(Path(nb).read_text(encoding='utf-8'))['cells']
+    return any(re.search(r'with\s+(\w+\.)*one_launch_at_a_time\(\)', ''.join(c['source'])) for c in cells if c['cell_type'] == 'code')
+
+def roadmap_order(nbs:list, # chapters in roadmap order
+                  launching:set, # those that launch jobs (`launches_jobs`)
+                  prev:dict={} # the previous run's summary in the same folder: chapter → {'seconds': ...}
+                 )->list:
+    """The order chapters start in: the launching ones first (one lane, so it starts at once), then the others; within
+    each, the longest in the previous run first, else the later chapters (they train)."""
+    return sorted(nbs, key=lambda p: (p not in launching, -prev.get(Path(p).stem, {}).get('seconds', 0), -nbs.index(p)))
+
+def next_chapter(pending:list, # chapters not started, in `roadmap_order`
+                 running:list, launching:set):
+    "The first pending chapter that would not queue for the launch lock behind a running chapter; else the first pending."
+    held = any(r in launching for r in running)
+    return next((p for p in pending if not (held and p in launching)), pending[0])
 
 # %% ../nbs/00_runner.ipynb #1681a8b5
 TERMINAL_NOISE = {'[ERROR]': 'a MindSpore ERROR line', 'GetRealPath': "MindSpore's compiler found no source file for a cell",
