@@ -257,10 +257,11 @@ def launches_jobs(nb:str|Path # a chapter notebook
 
 def roadmap_order(nbs:list, # chapters in roadmap order
                   launching:set, # those that launch jobs (`launches_jobs`)
-                  prev:dict={} # the previous run's summary in the same folder: chapter → {'seconds': ...}
+                  prev:dict|None=None # the previous run's summary in the same folder: chapter → {'seconds': ...}
                  )->list:
     """The order chapters start in: the launching ones first (one lane, so it starts at once), then the others; within
     each, the longest in the previous run first, else the later chapters (they train)."""
+    prev = prev or {}
     return sorted(nbs, key=lambda p: (p not in launching, -prev.get(Path(p).stem, {}).get('seconds', 0), -nbs.index(p)))
 
 def next_chapter(pending:list, # chapters not started, in `roadmap_order`
