@@ -11,8 +11,8 @@ from .formats import SafetensorsFile
 from .convert import from_hf_config, hf_to_ms_name, unpermute_meta_qk, _map, _META, _GG_REV
 
 # %% auto #0
-__all__ = ['GGUF_FIXTURE_TYPES', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_hf', 'build_hf_from_gguf', 'fixture_dir',
-           'write_gguf_fixture', 'write_tokenizer_gguf']
+__all__ = ['FIXTURE_VERSION', 'GGUF_FIXTURE_TYPES', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_hf', 'build_hf_from_gguf',
+           'gguf_special_tokens', 'fixture_dir', 'write_gguf_fixture', 'write_tokenizer_gguf']
 
 # %% ../nbs/04_fixtures.ipynb #91a90b09
 def make_tiny_hf(out_dir:str|Path, # where config.json + model.safetensors are written
@@ -62,13 +62,15 @@ def build_hf_from_gguf(gguf:str|Path, # a .gguf file
                        out_dir:str|Path, # cache folder for the dequantised HF model
                        tokenizer:bool=True # also save the tokenizer transformers builds from the file's vocabulary
                       )->str:
-    "transformers' own reading of a GGUF file, saved as a plain HF safetensors model (once; run through `run_reference`)."
+    """transformers' own reading of a GGUF file, saved as a plain HF safetensors model (once; run through `run_reference`),
+    its tokenizer's special tokens corrected to the file's (`gguf_special_tokens`)."""
     out_dir, gguf = Path(out_dir), Path(gguf)
-    if (out_dir/'model.safetensors').exists() and (out_dir/'config.json').exists(): return str(out_dir)
+    if _built(out_dir): return str(out_dir)
     import torch, transformers
     kw = dict(gguf_file=gguf.name, local_files_only=True)
     transformers.logging.set_verbosity_error()  # its notes on tokenizer classes ("legacy behaviour" of a GGUF tokenizer) are not for the course's reader
     tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, **kw) if tokenizer else None
+    corrected = gguf_special_tokens(tok, gguf) if tok is not None else {}
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
     gguf_utils.tqdm = lambda it, **kw: it  # its per-tensor bar would land on the terminal (this is a child process), not in the notebook
     m = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
@@ -81,11 +83,39 @@ def build_hf_from_gguf(gguf:str|Path, # a .gguf file
     tmp = out_dir.with_name(f'{out_dir.name}.tmp{os.getpid()}')  # one per process: two chapters may build the same cache at once
     clean.save_pretrained(tmp, safe_serialization=True)
     if tok is not None: tok.save_pretrained(tmp)
+    (tmp/'fixture.json').write_text(json.dumps({'version': FIXTURE_VERSION, 'tokenizer_corrected': corrected}))
+    import shutil
+    if out_dir.exists() and not _built(out_dir): shutil.rmtree(out_dir, ignore_errors=True)  # an older build of the fixture
     try: tmp.rename(out_dir)
     except OSError:  # another process renamed its copy first: the same model, so keep that one
-        if not (out_dir/'model.safetensors').exists(): raise
-        import shutil; shutil.rmtree(tmp)
+        if not _built(out_dir): raise
+        shutil.rmtree(tmp)
     return str(out_dir)
+
+FIXTURE_VERSION = 2  # 2: the tokenizer's special tokens as the GGUF file names them
+
+def _built(out_dir:Path)->bool:
+    "A finished build of this version in `out_dir` (older ones are rebuilt)."
+    try: return json.loads((out_dir/'fixture.json').read_text())['version'] == FIXTURE_VERSION and (out_dir/'model.safetensors').exists()
+    except (OSError, ValueError, KeyError): return False
+
+def gguf_special_tokens(tok, # a transformers tokenizer read from `gguf`
+                        gguf:str|Path)->dict:
+    """Set `tok`'s BOS, EOS, unknown and padding tokens and its add-BOS/EOS flags to what the GGUF file says. transformers
+    4.57's GGUF reader (`GGUFLlamaConverter.tokenizer`) takes the BOS id for the EOS token too, and never reads
+    `add_bos_token`, so LLaMA's default (True) stays: SmolLM2's tokenizer would then end text with `<|im_start|>` and
+    begin every encoding with it, which the released tokenizer does not. Returns what changed: name → [before, after]."""
+    from gguf import GGUFReader
+    r = GGUFReader(str(gguf))
+    def field(k):
+        f = r.fields.get(f'tokenizer.ggml.{k}')
+        return None if f is None or not f.data else f.parts[f.data[0]][0]
+    want = {attr: tok.convert_ids_to_tokens(int(i)) for k, attr in (('bos', 'bos_token'), ('eos', 'eos_token'), ('unknown', 'unk_token'),
+            ('padding', 'pad_token')) if (i := field(f'{k}_token_id')) is not None}
+    want.update({k: bool(v) for k in ('add_bos_token', 'add_eos_token') if (v := field(k)) is not None and hasattr(tok, k)})
+    changed = {k: [getattr(tok, k), v] for k, v in want.items() if getattr(tok, k) != v}
+    for k, (_, v) in changed.items(): setattr(tok, k, v)
+    return changed
 
 def fixture_dir()->Path:
     "Cache folder for built fixtures (MSLLM_CACHE, default ~/.cache/msllm_nb)."

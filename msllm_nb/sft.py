@@ -378,8 +378,10 @@ def answer_scores(model:msm.LlamaForCausalLM, tok, items:list, # (task, messages
     return rows
 
 def answer_logprobs(model:msm.LlamaForCausalLM, tok, items:list, seq_len:int, batch:int=16)->list[dict]:
-    """Teacher-forced log-probability of each reference answer (and its end-of-turn token) given its conversation: one
-    row per item with the answer's token count and its mean negative log-likelihood per token. The SFT objective, on held-out items."""
+    """Teacher-forced log-probability of each reference answer and its end-of-turn token given its conversation (the SFT
+    objective, on held-out items). One row per item: the tokens scored, their mean negative log-likelihood, and whether
+    greedy decoding would say it all (`greedy`: every scored token is the model's top choice, the harness's `is_greedy`);
+    then the same two for the answer's text alone (`text_…`: does greedy decoding begin with the answer, whatever follows)."""
     samples = [tokenize_conversation(tok, m) for _, m in items]
     if long := [i for i, s in enumerate(samples) if len(s.ids) > seq_len]: raise ValueError(f'item {long[0]}: {len(samples[long[0]].ids)} tokens, more than seq_len {seq_len}')
     last = []
@@ -397,7 +399,9 @@ def answer_logprobs(model:msm.LlamaForCausalLM, tok, items:list, seq_len:int, ba
             t = np.nonzero(w[r, 1, 1:] != -100)[0]  # the positions that predict an answer token
             zt = z[r, t].astype(np.float64); zt -= zt.max(-1, keepdims=True)
             nll = np.log(np.exp(zt).sum(-1)) - zt[np.arange(len(t)), w[r, 1, t + 1]]
-            rows.append({'task': items[i][0], 'answer_tokens': len(t), 'nll_per_token': float(nll.mean())})
+            top, text = zt.argmax(-1) == w[r, 1, t + 1], len(t) > 1  # the last token scored is the end of turn
+            rows.append({'task': items[i][0], 'answer_tokens': len(t), 'nll_per_token': float(nll.mean()), 'greedy': bool(top.all()),
+                         'text_nll_per_token': float(nll[:-1].mean()) if text else None, 'text_greedy': bool(top[:-1].all()) if text else None})
     return rows
 
 # %% ../nbs/10_sft.ipynb #4f2a4503

@@ -212,7 +212,7 @@ def test_smollm2_parity_via_cli(tmp_path):
     ours, theirs = (Tokenizer.from_file(str(Path(d) / 'tokenizer.json')) for d in (rep['tokenizer'], hf))
     texts = ['Hello, world! 2024-12-01', '机器学习是人工智能的一个分支。', '    for i in range(10):\n        print(i)', '<|im_start|>assistant\n']
     assert [ours.encode(t, add_special_tokens=False).ids for t in texts] == [theirs.encode(t, add_special_tokens=False).ids for t in texts]
-    assert ours.encode('Hi').ids == ours.encode('Hi', add_special_tokens=False).ids  # the GGUF says add_bos_token false (transformers adds it anyway)
+    assert ours.encode('Hi').ids == theirs.encode('Hi').ids == ours.encode('Hi', add_special_tokens=False).ids  # the GGUF says add_bos_token false (the fixture corrects transformers' reading)
     assert json.loads((Path(rep['tokenizer']) / 'config.json').read_text())['eos_token_id'] == 2
     r = cli(BIN / 'msllm-parity', hf, '--ckpt', tmp_path / 'smol.safetensors', '--n_gen', '8', '--json_file', tmp_path / 'p.json')
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

@@ -1,5 +1,5 @@
 """Chapter 10 from the outside: SFT folders through the same `train_llm` (one process, 2 msrun ranks, `msllm-doctor`),
-LoRA runs (adapters-only checkpoints, the merged model, kill -9 and a bitwise resume), and `msllm-sft` on a conversation
+LoRA runs (adapters-only checkpoints, the merged model, 2 msrun ranks, kill -9 and a bitwise resume), and `msllm-sft` on a conversation
 file that no other test uses."""
 import json, random, signal, subprocess, time
 import yaml
@@ -101,6 +101,21 @@ def test_lora_run_keeps_adapters_and_writes_the_merged_model(sft_data, lora_refe
     from msllm_nb.eval import _resolve  # msllm-eval RUN_DIR of a LoRA run scores its merged model, with the run's tokenizer
     ckpt, tok = _resolve(lora_reference)
     assert ckpt == Path(lora_reference) / 'merged' / 'model.ckpt' and tok is not None and Path(tok).exists(), (ckpt, tok)
+
+
+@pytest.mark.cluster
+def test_lora_msrun_two_ranks_equal_one_process(sft_data, lora_reference, tmp_path):
+    "LoRA under data parallelism: 2 msrun ranks of 2 windows each train the adapters as one process with the batch of 4, and write the same merged model."
+    cmd = [BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
+           '--join=True', tl.__file__, *sft_args(sft_data, tmp_path, 'lora_rank=4', 'lora_alpha=8', batch=2)]
+    r = run(cmd, timeout=900)
+    assert r.returncode == 0, launch_report(r, tmp_path / 'logs')
+    ref, got = records(lora_reference), records(tmp_path)
+    assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)
+    assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
+    assert set(weights(tmp_path)) == set(weights(lora_reference))  # adapters only, on every rank's checkpoint as in one process
+    rm, m = (load_ms_weights(Path(d) / 'merged' / 'model.ckpt') for d in (lora_reference, tmp_path))
+    assert max(float(np.abs(rm[k] - m[k]).max()) for k in rm) <= 1e-4
 
 
 @pytest.mark.slow
