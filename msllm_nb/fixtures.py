@@ -8,7 +8,7 @@ import os, json
 from pathlib import Path
 import numpy as np
 from .formats import SafetensorsFile
-from .convert import from_hf_config, hf_to_ms_name, unpermute_meta_qk, _map, _META, _GG_REV
+from .convert import from_hf_config, hf_to_ms_name, unpermute_meta_qk, gguf_field, _map, _META, _GG_REV
 
 # %% auto #0
 __all__ = ['FIXTURE_VERSION', 'GGUF_FIXTURE_TYPES', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_hf', 'build_hf_from_gguf',
@@ -107,9 +107,7 @@ def gguf_special_tokens(tok, # a transformers tokenizer read from `gguf`
     begin every encoding with it, which the released tokenizer does not. Returns what changed: name → [before, after]."""
     from gguf import GGUFReader
     r = GGUFReader(str(gguf))
-    def field(k):
-        f = r.fields.get(f'tokenizer.ggml.{k}')
-        return None if f is None or not f.data else f.parts[f.data[0]][0]
+    field = lambda k: gguf_field(r, f'tokenizer.ggml.{k}')
     want = {attr: tok.convert_ids_to_tokens(int(i)) for k, attr in (('bos', 'bos_token'), ('eos', 'eos_token'), ('unknown', 'unk_token'),
             ('padding', 'pad_token')) if (i := field(f'{k}_token_id')) is not None}
     want.update({k: bool(v) for k in ('add_bos_token', 'add_eos_token') if (v := field(k)) is not None and hasattr(tok, k)})

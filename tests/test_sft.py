@@ -113,7 +113,7 @@ def test_lora_msrun_two_ranks_equal_one_process(sft_data, lora_reference, tmp_pa
     ref, got = records(lora_reference), records(tmp_path)
     assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)
     assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
-    assert set(weights(tmp_path)) == set(weights(lora_reference))  # adapters only, on every rank's checkpoint as in one process
+    assert set(weights(tmp_path)) == set(weights(lora_reference))  # the checkpoint holds the adapters only, as in one process
     rm, m = (load_ms_weights(Path(d) / 'merged' / 'model.ckpt') for d in (lora_reference, tmp_path))
     assert max(float(np.abs(rm[k] - m[k]).max()) for k in rm) <= 1e-4
 
