@@ -7,7 +7,7 @@ and the spread.
 The input is made from the bundled sample: seeded recombinations of its Chinese and English paragraphs into new
 documents (so dedup has real work, not only copies), written as JSON lines.
 
-    python bench/clean_throughput.py [SMALL_MB LARGE_MB REPS]   # default 40 160 3; prints the table, writes bench/results/clean_throughput.md
+    python bench/clean_throughput.py [SMALL_MB LARGE_MB REPS]   # default 40 160 5; prints the table, writes bench/results/clean_throughput.md
 """
 import json, random, sys, tempfile, time
 from pathlib import Path
@@ -51,7 +51,7 @@ def time_ours(inp, out_dir):
     return time.perf_counter() - t0, rep
 
 
-def main(small=40, large=160, reps=3):
+def main(small=40, large=160, reps=5):
     import statistics
     import msllm_nb.clean as C
     how = C.start_method()

@@ -4,14 +4,14 @@
 
 # %% ../nbs/01_clean.ipynb #2c0f4eb1
 from __future__ import annotations
-import codecs, email, functools, email.policy, hashlib, html, json, multiprocessing as mp, os, re, signal, sys, threading, unicodedata
+import codecs, email, functools, email.policy, html, json, multiprocessing as mp, os, re, signal, sys, threading, unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, asdict
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterator, NamedTuple
 from fastcore.script import call_parse, Param, store_true
-import numba, numpy as np
+import numba, numpy as np, xxhash
 
 SAMPLE_DIR = Path(__file__).parent/'data'/'sample' if '__file__' in globals() else None
 
@@ -19,12 +19,13 @@ SAMPLE_DIR = Path(__file__).parent/'data'/'sample' if '__file__' in globals() el
 __all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'PRE_OPEN', 'PRE_CLOSE', 'TROFF_EXT', 'DATASET_PREFIX',
            'RECORD_SEPARATORS', 'SYMBOL', 'CJK', 'LATIN', 'SPACE', 'HAN', 'INVISIBLE', 'FULLWIDTH', 'MARK',
            'NEEDS_INVISIBLE', 'NEEDS_SURROGATE', 'NEEDS_FULLWIDTH', 'NEEDS_ZH_PUNCT', 'NEEDS_ASCII_PUNCT',
-           'NEEDS_SPACES', 'NEEDS_NL_SPACE', 'NEEDS_BLANK_LINES', 'HTML_TAGS', 'READ_REASONS', 'Tally', 'Encoding',
-           'decode_line', 'read_raw_lines', 'read_lines', 'Doc', 'guess_domain', 'strip_markup', 'mail_text',
-           'troff_text', 'is_troff', 'iter_files', 'RawJSON', 'record_separator', 'read_documents',
-           'parse_dataset_spec', 'read_dataset', 'char_classes', 'codepoints', 'normalize_scan', 'normalize_text',
-           'tutorial_clean_text', 'CleanConfig', 'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols',
-           'rule_repetition', 'rule_script', 'strip_remnants', 'clean_document', 'Signature', 'minhash_many', 'minhash',
+           'NEEDS_SPACES', 'NEEDS_NL_SPACE', 'NEEDS_BLANK_LINES', 'HAS_CR', 'HAS_ESC', 'HTML_TAGS', 'READ_REASONS',
+           'Tally', 'Encoding', 'decode_line', 'read_raw_lines', 'read_lines', 'Doc', 'guess_domain', 'strip_markup',
+           'mail_text', 'troff_text', 'is_troff', 'iter_files', 'RawJSON', 'record_separator', 'read_documents',
+           'parse_dataset_spec', 'read_dataset', 'char_classes', 'encode_codepoints', 'codepoints', 'normalize_scan',
+           'normalize_reference', 'letters', 'normalize_kernel', 'normalize_text', 'tutorial_clean_text', 'CleanConfig',
+           'char_counts', 'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script', 'TextStats',
+           'text_stats', 'strip_remnants', 'clean_document', 'Signature', 'lower_table', 'minhash_many', 'minhash',
            'lsh_bands', 'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_line', 'shown_path',
            'start_method', 'ordered_bounded_map', 'worker_died', 'clean_corpus', 'clean_cli']
 
@@ -532,16 +533,26 @@ def char_classes()->np.ndarray:
     t[list(_INVISIBLE)] |= INVISIBLE; t[list(_FW)] |= FULLWIDTH; t[[ord(m) for m in '，。！？：；（）,!?:;']] |= MARK
     return t
 
-@functools.lru_cache(maxsize=4)
-def codepoints(s:str)->np.ndarray:
-    "The code points of s as uint32 (cached: several rules look at the same document)."
+def encode_codepoints(s:str)->np.ndarray:
+    "The code points of s as uint32."
     return np.frombuffer(s.encode('utf-32-le', 'surrogatepass'), np.uint32)
+
+_CP = {}  # the last few texts' code points: the normaliser, the rules, dedup and the writer all look at the same text
+def codepoints(s:str)->np.ndarray:
+    "The code points of s as uint32, cached (`encode_codepoints`)."
+    cp = _CP.get(s)
+    if cp is None: cp = _remember_codepoints(s, encode_codepoints(s))
+    return cp
+
+def _remember_codepoints(s:str, cp:np.ndarray)->np.ndarray:
+    if len(_CP) >= 4: del _CP[next(iter(_CP))]  # the oldest
+    _CP[s] = cp; return cp
 
 _njit = numba.njit(cache=True, nogil=True)  # compiled on first use, cached on disk next to the module
 
 
 NEEDS_INVISIBLE, NEEDS_SURROGATE, NEEDS_FULLWIDTH, NEEDS_ZH_PUNCT, NEEDS_ASCII_PUNCT = 1, 2, 4, 8, 16
-NEEDS_SPACES, NEEDS_NL_SPACE, NEEDS_BLANK_LINES = 32, 64, 128
+NEEDS_SPACES, NEEDS_NL_SPACE, NEEDS_BLANK_LINES, HAS_CR, HAS_ESC = 32, 64, 128, 256, 512
 
 @_njit
 def normalize_scan(cp, # code points (`codepoints(s)`)
@@ -549,7 +560,8 @@ def normalize_scan(cp, # code points (`codepoints(s)`)
                   ):
     """Which passes of `normalize_text` have work in this text, in one pass over it (NEEDS_* bits): invisible
     characters, lone surrogates, full-width characters, a match of `_ZH_PUNCT_RE`, a match of `_ASCII_BETWEEN_CJK`,
-    a tab, no-break space or two spaces, one of those next to a newline, three newlines in a row."""
+    a tab, no-break space or two spaces, one of those next to a newline, three newlines in a row; and whether it holds a
+    carriage return or an escape character (HAS_CR, HAS_ESC: line ends and ANSI sequences are done in Python first)."""
     out = 0; n = cp.shape[0]
     for i in range(n):
         c = cp[i]; f = cls[c]
@@ -560,7 +572,7 @@ def normalize_scan(cp, # code points (`codepoints(s)`)
             if nxt == 10 or (i > 0 and cp[i - 1] == 10): out |= NEEDS_NL_SPACE
         elif c == 10:
             if i + 2 < n and cp[i + 1] == 10 and cp[i + 2] == 10: out |= NEEDS_BLANK_LINES
-        elif f & INVISIBLE: out |= NEEDS_INVISIBLE
+        elif f & INVISIBLE: out |= NEEDS_INVISIBLE | (HAS_CR if c == 13 else HAS_ESC if c == 27 else 0)
         elif 0xD800 <= c <= 0xDFFF or c == 0xFFFD: out |= NEEDS_SURROGATE  # a lone surrogate, or U+FFFD
         elif f & FULLWIDTH: out |= NEEDS_FULLWIDTH
         elif c == 0xFF08:  # （ unless a Han character follows
@@ -612,43 +624,177 @@ def _removed(ed, reason, before, after):
     if ed is not None and len(before) != len(after): ed[reason] += len(before) - len(after)
     return after
 
+def _to_simplified(s, ed):
+    global _t2s
+    if _t2s is None:
+        import opencc; _t2s = opencc.OpenCC('t2s')
+    before, s = s, _t2s.convert(s)
+    if ed is not None: ed['traditional_to_simplified'] += sum(a != b for a, b in zip(before, s)) + abs(len(before) - len(s))
+    return s
+
+def normalize_reference(text:str, domain:str='text', t2s:bool=False, edits:Counter|None=None)->str:
+    "The normalisation policy above as plain passes, each run whatever the text: what `normalize_text` computes, faster."
+    ed = edits
+    s = text.replace('\r\n', '\n').replace('\r', '\n')
+    s = _removed(ed, 'ansi_escape_chars_removed', s, _ANSI.sub('', s))
+    s = _removed(ed, 'invisible_chars_removed', s, _INVISIBLE_RE.sub('', s))
+    s = _removed(ed, 'replacement_chars_removed', s, _SURROGATE_RE.sub('', s))
+    if domain == 'code': return s.strip('\n')  # code: byte for byte otherwise (indentation, trailing spaces, blank lines, strings)
+    s, n = _FW_RE.subn(lambda m: chr(_FW[ord(m.group())]), s)
+    if n and ed is not None: ed['fullwidth_to_ascii'] += n
+    s = _punct_by_context(s, edits=ed)
+    t = re.sub('[ \t\xa0]+', ' ', s)  # a tab or no-break space made a space is an edit too
+    if ed is not None and s != t: ed['spaces_collapsed'] += len(s) - len(t) + s.count('\t') + s.count('\xa0')
+    s = _removed(ed, 'spaces_at_line_ends_removed', t, t.replace(' \n', '\n').replace('\n ', '\n'))
+    s = _removed(ed, 'blank_lines_collapsed', s, re.sub(r'\n{3,}', '\n\n', s)).strip()
+    return _to_simplified(s, ed) if t2s else s
+
+@functools.lru_cache(maxsize=None)
+def letters()->np.ndarray:
+    "`str.isalpha()` of every code point (none from U+40000 on is a letter: checked below)."
+    t = np.zeros(0x110000, np.bool_)
+    t[:0x40000] = np.fromiter(map(str.isalpha, map(chr, range(0x40000))), np.bool_, 0x40000)
+    return t
+
+@_njit
+def _context(x, n, i, step, alpha):
+    "`_context_letter` on code points: the nearest letter from i in direction step before a newline, or -1."
+    while 0 <= i < n:
+        if x[i] == 10: return -1
+        if alpha[x[i]]: return x[i]
+        i += step
+    return -1
+
+_MARKS_ZH, _MARKS_ASCII = np.array([ord(c) for c in _ZH_PUNCT], np.uint32), np.array([ord(c) for c in _ZH_PUNCT.values()], np.uint32)
+
+@_njit
+def _mark_to_ascii(c, zh, asc):
+    "`_ZH_PUNCT[c]` (and, called with the tables swapped, its inverse)."
+    for j in range(zh.shape[0]):
+        if zh[j] == c: return asc[j]
+    return 0
+
+@_njit
+def _drop_and_map(cp, x, cls, code, counts):
+    "Invisible characters and damage (U+FFFD, lone surrogates) removed, full-width forms mapped (not in code): x[:m], m."
+    m = 0
+    for i in range(cp.shape[0]):
+        c = cp[i]; f = cls[c]
+        if f & INVISIBLE: counts[0] += 1; continue
+        if 0xD800 <= c <= 0xDFFF or c == 0xFFFD: counts[1] += 1; continue
+        if f & FULLWIDTH and not code: c = 0x20 if c == 0x3000 else c - 0xFEE0; counts[2] += 1
+        x[m] = c; m += 1
+    return m
+
+@_njit
+def _marks_to_ascii(x, m, y, cls, alpha, zh, asc, counts):
+    "Full-width marks whose nearest letter is Latin become ASCII, as `_punct_by_context`'s first pass: y[:k], k."
+    k = 0
+    for i in range(m):
+        c = x[i]
+        if c > 127 and cls[c] & MARK and ((i + 1 == m or not cls[x[i + 1]] & HAN) if c == 0xFF08 else (i == 0 or not cls[x[i - 1]] & HAN)):
+            first = 1 if c == 0xFF08 else -1
+            ctx = _context(x, m, i + first, first, alpha)
+            if ctx < 0: ctx = _context(x, m, i - first, -first, alpha)
+            if ctx >= 0 and not cls[ctx] & CJK:
+                y[k] = _mark_to_ascii(c, zh, asc); k += 1; counts[3] += 1
+                if c != 0xFF08 and c != 0xFF09 and i + 1 < m:  # a space after it, unless a space or a mark follows
+                    nx = x[i + 1]
+                    if not cls[nx] & (SPACE | MARK) and nx != 46 and nx != 41: y[k] = 32; k += 1
+                continue
+        y[k] = c; k += 1
+    return k
+
+@_njit
+def _marks_to_fullwidth(x, m, cls, zh, asc, counts):
+    "ASCII ,!?:; between CJK characters become full-width, in place (neither form is CJK)."
+    for i in range(1, m - 1):
+        c = x[i]
+        if c < 128 and cls[c] & MARK and cls[x[i - 1]] & CJK and cls[x[i + 1]] & CJK: x[i] = _mark_to_ascii(c, asc, zh); counts[3] += 1
+
+@_njit
+def _collapse_spaces(x, m, y, counts):
+    "Runs of spaces, tabs and no-break spaces become one space (a tab or no-break space made a space counts too): y[:k], k."
+    k, i = 0, 0
+    while i < m:
+        j = i
+        while j < m and (x[j] == 32 or x[j] == 9 or x[j] == 0xA0):
+            if x[j] != 32: counts[4] += 1
+            j += 1
+        if j > i: counts[4] += j - i - 1; y[k] = 32; k += 1; i = j
+        else: y[k] = x[i]; k += 1; i += 1
+    return k
+
+@_njit
+def _drop_line_end_spaces(x, m, y, counts):
+    "A space before a newline goes, then (reading what is left) one after it, as two `str.replace`: y[:k], k."
+    k = 0
+    for i in range(m):
+        if x[i] == 32 and i + 1 < m and x[i + 1] == 10: counts[5] += 1
+        else: y[k] = x[i]; k += 1
+    m, k = k, 0
+    for i in range(m):
+        if y[i] == 32 and i > 0 and y[i - 1] == 10: counts[5] += 1
+        else: y[k] = y[i]; k += 1  # (in place: the character read is never one already written over)
+    return k
+
+@_njit
+def _collapse_blank_lines(x, m, y, counts):
+    "More than one blank line becomes one: y[:k], k."
+    k = 0
+    for i in range(m):
+        if x[i] == 10 and k >= 2 and y[k - 1] == 10 and y[k - 2] == 10: counts[6] += 1
+        else: y[k] = x[i]; k += 1
+    return k
+
+@_njit
+def normalize_kernel(cp, cls, alpha, code, work, zh, asc):
+    """`normalize_text`'s passes on code points, those that `work` (`normalize_scan`) says have work: (buffer, start, end,
+    edit counts in `_KERNEL_EDITS` order). Each pass reads one buffer and writes the other, as each regex pass does."""
+    n = cp.shape[0]; counts = np.zeros(7, np.int64)
+    x, y = np.empty(2 * n + 1, np.uint32), np.empty(2 * n + 1, np.uint32)  # (a mark made ASCII may gain a space)
+    if work & (NEEDS_INVISIBLE | NEEDS_SURROGATE | NEEDS_FULLWIDTH):
+        m = _drop_and_map(cp, x, cls, code, counts)
+        work = normalize_scan(x[:m], cls)  # what is next to what has changed
+    else: m = n; x[:n] = cp
+    if code:
+        lo, hi = 0, m
+        while lo < hi and x[lo] == 10: lo += 1
+        while hi > lo and x[hi - 1] == 10: hi -= 1
+        return x, lo, hi, counts
+    if work & NEEDS_ZH_PUNCT: m = _marks_to_ascii(x, m, y, cls, alpha, zh, asc, counts); x, y = y, x
+    if work & NEEDS_ASCII_PUNCT: _marks_to_fullwidth(x, m, cls, zh, asc, counts)
+    if work & NEEDS_SPACES: m = _collapse_spaces(x, m, y, counts); x, y = y, x
+    if work & NEEDS_NL_SPACE: m = _drop_line_end_spaces(x, m, y, counts); x, y = y, x
+    if work & (NEEDS_BLANK_LINES | NEEDS_NL_SPACE): m = _collapse_blank_lines(x, m, y, counts); x, y = y, x
+    lo, hi = 0, m  # str.strip()
+    while lo < hi and cls[x[lo]] & SPACE: lo += 1
+    while hi > lo and cls[x[hi - 1]] & SPACE: hi -= 1
+    return x, lo, hi, counts
+
+_KERNEL_EDITS = ('invisible_chars_removed', 'replacement_chars_removed', 'fullwidth_to_ascii', 'punctuation_by_context',
+                 'spaces_collapsed', 'spaces_at_line_ends_removed', 'blank_lines_collapsed')
+
 def normalize_text(text:str, # one document
                    domain:str='text', # 'code' keeps everything but line ends and invisible characters (see above)
                    t2s:bool=False, # convert Traditional to Simplified Chinese (OpenCC)
                    edits:Counter|None=None # receives how many characters each step changed
                   )->str:
-    "Apply the normalisation policy above."
-    global _t2s
-    ed = edits
-    s = text.replace('\r\n', '\n').replace('\r', '\n') if '\r' in text else text
-    if '\x1b' in s: s = _removed(ed, 'ansi_escape_chars_removed', s, _ANSI.sub('', s))
-    cls = char_classes()
-    work = normalize_scan(codepoints(s), cls)  # one compiled pass says which regex passes below have anything to do
-    n = len(s)
-    if work & NEEDS_INVISIBLE: s = _removed(ed, 'invisible_chars_removed', s, _INVISIBLE_RE.sub('', s))
-    if work & NEEDS_SURROGATE: s = _removed(ed, 'replacement_chars_removed', s, _SURROGATE_RE.sub('', s))
-    if len(s) != n: work = normalize_scan(codepoints(s), cls)  # what is next to what has changed
-    if domain == 'code': return s.strip('\n')  # code: byte for byte otherwise (indentation, trailing spaces, blank lines, strings)
-    if work & NEEDS_FULLWIDTH:
-        chars = set(_FW_RE.findall(s))
-        if ed is not None: ed['fullwidth_to_ascii'] += sum(s.count(ch) for ch in chars)
-        for ch in chars: s = s.replace(ch, chr(_FW[ord(ch)]))
-        work = normalize_scan(codepoints(s), cls)  # (U+3000 became a space)
-    if work & (NEEDS_ZH_PUNCT | NEEDS_ASCII_PUNCT): s = _punct_by_context(s, work, ed)  # (adds no space next to a space or newline)
-    if work & NEEDS_SPACES:  # runs of [ \t\xa0] become one space (str.replace: ~5x faster than re.sub)
-        before = s
-        s = s.replace('\t', ' ').replace('\xa0', ' ')
-        while '  ' in s: s = s.replace('  ', ' ')
-        if ed is not None: ed['spaces_collapsed'] += len(before) - len(s) + before.count('\t') + before.count('\xa0')
-    if work & NEEDS_NL_SPACE: s = _removed(ed, 'spaces_at_line_ends_removed', s, s.replace(' \n', '\n').replace('\n ', '\n'))  # (single spaces by now)
-    if work & (NEEDS_BLANK_LINES | NEEDS_NL_SPACE) and '\n\n\n' in s: s = _removed(ed, 'blank_lines_collapsed', s, re.sub(r'\n{3,}', '\n\n', s))
-    s = s.strip()
-    if t2s:
-        if _t2s is None:
-            import opencc; _t2s = opencc.OpenCC('t2s')
-        before, s = s, _t2s.convert(s)
-        if ed is not None: ed['traditional_to_simplified'] += sum(a != b for a, b in zip(before, s)) + abs(len(before) - len(s))
-    return s
+    "Apply the normalisation policy above (`normalize_reference`): line ends and ANSI escapes here, the rest compiled."
+    ed, s, cls = edits, text, char_classes()
+    work = normalize_scan(codepoints(s), cls)  # one compiled pass says which passes have anything to do: often none
+    if work & (HAS_CR | HAS_ESC):
+        s = s.replace('\r\n', '\n').replace('\r', '\n')
+        s = _removed(ed, 'ansi_escape_chars_removed', s, _ANSI.sub('', s))
+        work = normalize_scan(codepoints(s), cls)
+    cp = codepoints(s)
+    if not work: return s.strip('\n') if domain == 'code' else _to_simplified(s.strip(), ed) if t2s else s.strip()
+    x, lo, hi, counts = normalize_kernel(cp, cls, letters(), domain == 'code', work, _MARKS_ZH, _MARKS_ASCII)
+    if ed is not None:
+        for name, k in zip(_KERNEL_EDITS, counts.tolist()):
+            if k: ed[name] += k
+    s = x[lo:hi].tobytes().decode('utf-32-le'); _remember_codepoints(s, x[lo:hi])  # the rules look at these code points next
+    return _to_simplified(s, ed) if t2s and domain != 'code' else s
 
 
 # %% ../nbs/01_clean.ipynb #115d862d
@@ -735,7 +881,15 @@ def top_trigram(cp, # code points
         h = _U(0xcbf29ce484222325)
         for i in range(starts[w], ends[w]): h = (h ^ _U(cp[i])) * _U(0x100000001B3)
         wh[w] = h
-    size = 1
+    best, first = _top_hash_trigram(wh)
+    chars = 0
+    for w in range(first, first + 3): chars += ends[w] - starts[w]
+    return nw, best, chars
+
+@_njit
+def _top_hash_trigram(wh):
+    "(count, first position) of the most frequent 3-gram of the word hashes `wh` (ties: the first seen)."
+    nw = wh.shape[0]; size = 1
     while size < 2 * nw: size *= 2
     tk = np.zeros(size, np.uint64); tc = np.zeros(size, np.int64); tf = np.zeros(size, np.int64)  # open addressing: key, count, first
     best = 0; first = 0
@@ -748,9 +902,7 @@ def top_trigram(cp, # code points
         if not tc[j]: tk[j] = key; tf[j] = w
         tc[j] += 1
         if tc[j] > best or (tc[j] == best and tf[j] < first): best = tc[j]; first = tf[j]  # a 3-gram reaching the top count
-    chars = 0
-    for w in range(first, first + 3): chars += ends[w] - starts[w]
-    return nw, best, chars
+    return best, first
 
 def _plain(p): return all(ch in 'abcdefghijklmnopqrstuvwxyz0123456789 ' or not ch.isascii() and ch.lower() == ch.upper() == ch for ch in p)
 
@@ -790,10 +942,11 @@ _MOJIBAKE = re.compile(r'Ã[\x80-\xbf]|â€|Â[\xa0-\xbf]|ï¿½|锟斤拷|烫�
 _MOJIBAKE_FIRST = 'ÂÃâï烫锟'  # the first character of each alternative (checked below): a text holding none cannot match
 _LATIN_WORD = re.compile(r'[A-Za-z]+')
 
-def rule_garbled(s, c, replaced:int=0 # U+FFFD characters the document had before normalisation removed them
+def rule_garbled(s, c, replaced:int=0, # U+FFFD characters the document had before normalisation removed them
+                 st=None # its `TextStats`, if computed
                 ):
-    n = s.count('\ufffd') + replaced
-    if any(ch in s for ch in _MOJIBAKE_FIRST): n += 2 * len(_MOJIBAKE.findall(s))  # `in` is a memchr
+    n = (s.count('\ufffd') if st is None else st.replacement) + replaced
+    if (any(ch in s for ch in _MOJIBAKE_FIRST) if st is None else st.mojibake): n += 2 * len(_MOJIBAKE.findall(s))
     return 'garbled' if n / max(len(s), 1) > c.max_garbled_ratio else None
 
 _SYMBOL = re.compile(r'[^\w\s]|_')  # exactly the characters that are neither str.isalnum() nor str.isspace()
@@ -803,18 +956,20 @@ def rule_symbols(s, c, domain, counts=None):
     lim = c.max_symbol_ratio_code if domain == 'code' else c.max_symbol_ratio
     return 'symbols' if sym / max(len(s), 1) > lim else None
 
-def rule_repetition(s, c):
-    lines = list(map(str.strip, s.split('\n')))
-    n = len(lines) - lines.count('')  # non-empty lines
-    if n >= 4 and 1 - (len(set(lines)) - ('' in lines)) / n > c.max_dup_line_ratio: return 'repeated_lines'
-    words, n, chars = top_trigram(codepoints(s), char_classes(), 30)
+def rule_repetition(s, c, st=None):
+    if st is None:
+        lines = list(map(str.strip, s.split('\n')))
+        n, distinct = len(lines) - lines.count(''), len(set(lines)) - ('' in lines)  # non-empty lines, and how many differ
+    else: n, distinct = st.lines, st.distinct_lines
+    if n >= 4 and 1 - distinct / n > c.max_dup_line_ratio: return 'repeated_lines'
+    words, n, chars = top_trigram(codepoints(s), char_classes(), 30) if st is None else (st.words, st.top_trigram, st.top_trigram_chars)
     if words >= 30 and n > 1 and n * chars / max(len(s), 1) > c.max_top_ngram_ratio: return 'repeated_ngrams'
     return None
 
 def rule_script(s, c, domain, counts=None):
     lim = c.min_script_ratio.get(domain)
     if lim is None: return None
-    _, cjk, lat = counts or char_counts(codepoints(s), char_classes())  # a Chinese character weighs like a Latin word ([A-Za-z]+)
+    _, cjk, lat = (counts or char_counts(codepoints(s), char_classes()))[:3]  # a Chinese character weighs like a Latin word ([A-Za-z]+)
     if lat + cjk == 0: return f'script_{domain}'
     share = (cjk if domain == 'zh' else lat) / (lat + cjk)
     return f'script_{domain}' if share < lim else None
@@ -824,18 +979,113 @@ _FOLDS = '\u0130\u0131\u017f\u212a'  # the only non-ASCII characters re.I matche
 
 @functools.lru_cache(maxsize=16)
 def _line_rules(boilerplate:tuple):
-    """The compiled boilerplate alternation, and pre-checks that look at a whole document at once: plain lower-case words
-    by `in` on the lower-cased text, other patterns one by one (~1.4x faster than the alternation), each after an `in`
-    check of its literal prefix if it has one. No pre-check where a pattern must see each line alone (\\A, \\Z or a
-    negative lookaround)."""
+    """The compiled boilerplate alternation, and a pre-check that looks at a whole document at once: one compiled pass
+    (`_find_needles`) looks for every plain word, and for the literal prefix of every other pattern (`_literal_prefix`),
+    which is then searched for itself (one by one: ~1.4x faster than the alternation). No pre-check where a pattern must
+    see each line alone (\\A, \\Z or a negative lookaround), or for more than 64 patterns."""
     alone = lambda p: re.search(r'\\[AZ]|\(\?<?!', p)
     bp = re.compile('|'.join(boilerplate), re.I) if boilerplate else None
-    words = [p for p in boilerplate if _plain(p)]
-    pats = [(_literal_prefix(p), re.compile(p, re.I | re.M)) for p in boilerplate if not _plain(p)]
-    bp_pre = None if any(map(alone, boilerplate)) else (  # ASCII words and prefixes as bytes, the others with their case
-        tuple(w.encode() for w in words if w.isascii()), tuple((w, w.lower() == w.upper()) for w in words if not w.isascii()),
-        tuple((pre.encode() if pre.isascii() else None, pre, p) for pre, p in pats))
-    return bp, bp_pre
+    items = [(p, None) if _plain(p) else (_literal_prefix(p), re.compile(p, re.I | re.M)) for p in boilerplate]  # (needle, pattern)
+    if any(map(alone, boilerplate)) or len(items) > 64: return bp, None
+    needles = np.zeros((len(items), max([len(t) for t, _ in items] + [1])), np.uint32); lens = np.zeros(len(items), np.int64)
+    gates = np.zeros((3, 0x10000), np.uint8)  # a needle of one character, of two, of more: by how it ends (`_gate`)
+    for j, (t, _) in enumerate(items):  # every needle is plain: lower-case ASCII, or characters without case (`_plain`)
+        needles[j, :len(t)] = [ord(ch) for ch in t]; lens[j] = len(t)
+        if t: gates[min(len(t), 3) - 1, _gate(*[0] * (3 - len(t[-3:])), *map(ord, t[-3:]))[min(len(t), 3) - 1]] = 1
+    return bp, (needles, lens, gates, tuple(p for _, p in items))
+
+@numba.njit(cache=True, inline='always')
+def _gate(a, b, c):
+    "Where a needle ending with the characters a, b, c (the last) sits in each of the three gate tables."
+    return c & 0xFFFF, (b & 0xFF) << 8 | c & 0xFF, (a * 961 + b * 31 + c) & 0xFFFF
+
+_FNV0, _FNV = _U(0xcbf29ce484222325), _U(0x100000001B3)
+
+@_njit
+def _needle_hits(cp, i, found, needles, lens):
+    "`found` with the bit of each needle that ends at position i of cp (ASCII letters compared without case)."
+    for j in range(lens.shape[0]):
+        L = lens[j]; s0 = i - L + 1  # where needle j would start
+        if L == 0 or s0 < 0 or (found >> _U(j)) & _U(1): continue
+        ok = True
+        for q in range(L):
+            x = cp[s0 + q]
+            if 65 <= x <= 90: x += 32
+            if x != needles[j, q]: ok = False; break
+        if ok: found |= _U(1) << _U(j)
+    return found
+
+@_njit
+def _text_stats(cp, # code points of a text
+                cls, # `char_classes()`
+                needles, lens, gates # `_line_rules`' pre-check
+               ):
+    """One pass over a text for the boilerplate pre-check and the document rules (`TextStats`). Boilerplate: bit j is set
+    if needle j occurs, ASCII letters compared without case (an empty needle always does), every bit if the text holds a
+    `_FOLDS` character; a position is compared with the needles only when the characters that end there are in the
+    gate table of one-, two- or longer needles (`_gate`). A word is an FNV-1a hash of its code points, a line (stripped)
+    one of its words' hashes and the code points between them. The rest is `char_counts` and `_json_escapes`."""
+    n = cp.shape[0]; sym = 0; cjk = 0; lat = 0; fffd = 0; moj = False; found = _U(0); prev = 0; prev2 = 0; prev_latin = False; esc = 0
+    for j in range(lens.shape[0]):
+        if lens[j] == 0: found |= _U(1) << _U(j)
+    wh = np.empty(n // 2 + 1, np.uint64); wl = np.empty(n // 2 + 1, np.int64); nw = 0; start = -1; h = _U(0)
+    lh = np.empty(n // 2 + 1, np.uint64); nl = 0; inl = False; hl = _U(0); last = _U(0)
+    for i in range(n):
+        c = cp[i]; f = cls[c]
+        if f & SYMBOL: sym += 1
+        if f & CJK: cjk += 1
+        latin = (f & LATIN) != 0
+        if latin and not prev_latin: lat += 1
+        prev_latin = latin
+        if f & SPACE:  # words as str.split() cuts them; lines as split('\n') cuts them, then strip(): their words and what is between
+            if start >= 0: wh[nw] = h; wl[nw] = i - start; nw += 1; start = -1; hl = (hl ^ h) * _FNV; last = hl
+            if c == 10:
+                if inl: lh[nl] = last; nl += 1; inl = False
+            elif inl: hl = (hl ^ _U(c)) * _FNV
+        else:
+            if start < 0: start = i; h = _FNV0
+            if not inl: inl = True; hl = _FNV0
+            h = (h ^ _U(c)) * _FNV
+        if c < 35:
+            if c == 10: esc |= 8
+            elif c == 9: esc |= 16
+            elif c == 34: esc |= 4
+            elif c < 32: esc |= 1
+        elif c == 92: esc |= 2
+        elif 65 <= c <= 90: c += 32
+        elif c > 127:
+            if c < 0x2200:
+                if c == 0xC2 or c == 0xC3 or c == 0xE2 or c == 0xEF: moj = True  # `_MOJIBAKE_FIRST`
+                elif c == 0x130 or c == 0x131 or c == 0x17F or c == 0x212A: found = ~_U(0)  # `_FOLDS`
+            elif c == 0xFFFD: fffd += 1
+            elif c == 0x70EB or c == 0x951F: moj = True
+        g1, g2, g3 = _gate(prev2, prev, c)
+        g = gates[0, g1] | gates[1, g2] | gates[2, g3]
+        prev2, prev = prev, c
+        if g and found != ~_U(0): found = _needle_hits(cp, i, found, needles, lens)
+    if start >= 0: wh[nw] = h; wl[nw] = n - start; nw += 1; last = (hl ^ h) * _FNV
+    if inl: lh[nl] = last; nl += 1
+    best, first = _top_hash_trigram(wh[:nw]) if nw >= 30 else (0, 0)
+    lines = np.sort(lh[:nl]); distinct = min(nl, 1)
+    for j in range(1, nl): distinct += lines[j] != lines[j - 1]
+    return (sym, cjk, lat, fffd, moj, found, nw, best, (wl[first] + wl[first + 1] + wl[first + 2]) if best else 0, esc,
+            nl, distinct)
+
+class TextStats(NamedTuple):
+    "What the boilerplate pre-check and the document rules read about a text, from one compiled pass (`text_stats`)."
+    symbols: int; cjk: int; latin_words: int  # `char_counts`
+    replacement: int; mojibake: bool  # U+FFFD characters; a `_MOJIBAKE_FIRST` character (`rule_garbled`)
+    boilerplate: int  # bit j: needle j of `_line_rules` occurs (`_maybe_boilerplate`)
+    words: int; top_trigram: int; top_trigram_chars: int  # `top_trigram(cp, cls, 30)` (`rule_repetition`)
+    json_escapes: int  # `_json_escapes` (`json_line`)
+    lines: int; distinct_lines: int  # non-empty lines (stripped), and how many differ (`rule_repetition`)
+
+_NO_NEEDLES = (np.zeros((0, 1), np.uint32), np.zeros(0, np.int64), np.zeros((3, 0x10000), np.uint8))
+
+def text_stats(s:str, pre:tuple|None=None # `_line_rules(...)[1]`: also look for the boilerplate needles
+              )->TextStats:
+    "The `TextStats` of s."
+    return TextStats(*_text_stats(codepoints(s), char_classes(), *(pre or _NO_NEEDLES)[:3]))
 
 HTML_TAGS = frozenset('''a abbr address area article aside audio b bdi bdo big blockquote body br button canvas caption center cite code
     col colgroup dd del details dfn dialog div dl dt em embed fieldset figcaption figure font footer form h1 h2 h3 h4 h5 h6 head
@@ -871,79 +1121,83 @@ def strip_remnants(s:str)->tuple[str, int, int, str]:
     t = re.sub(r'\n{3,}', '\n\n', re.sub(r' *\n *', '\n', re.sub(r' {2,}', ' ', t))).strip()
     return t, n_tags, n_ent, _first_change(s, t)
 
-def _maybe_boilerplate(s, pre):
-    "False only if no boilerplate pattern can match any line of s."
+def _maybe_boilerplate(s, pre, found:int):
+    """False only if no boilerplate pattern can match any line of s: no pattern whose needle (a plain word, or the
+    literal prefix of a pattern) `found` (`TextStats.boilerplate`) marks, or one whose search over the whole text fails.
+    A re.I match of a plain lower-case word is the word in ASCII letters of either case, or a `_FOLDS` character in its
+    place (then every needle is marked)."""
     if pre is None: return True
-    ascii_words, other_words, pats = pre
-    if '\u0130' in s or '\u0131' in s or '\u017f' in s or '\u212a' in s: return True  # `_FOLDS`
-    # A plain lower-case ASCII word can match only in the text's ASCII bytes, lower-cased (a re.I match of an ASCII word is
-    # all ASCII, so contiguous there; extra matches across removed characters are harmless). Others: as is, or lower-cased.
-    asc, low = s.encode('ascii', 'ignore').lower(), None
-    for w in ascii_words:
-        if w in asc: return True
-    for w, caseless in other_words:
-        if not caseless and low is None: low = s.lower()
-        if w in (s if caseless else low): return True
-    for b, pre, p in pats:
-        if b is None and low is None: low = s.lower()
-        if (b in asc if b is not None else pre in low) and p.search(s): return True
-    return False
+    return bool(found) and any(found >> j & 1 and (p is None or p.search(s)) for j, p in enumerate(pre[3]))
+
+_MARKUP_SUFFIXES = tuple(sorted(MARKUP_EXT))
 
 def clean_document(doc:Doc, c:CleanConfig, tally:Tally)->str|None:
     "The cleaned text of `doc`, or None if a rule drops it (the reason goes into `tally`, and so do the edits of a kept one)."
+    r = _clean_document(doc, c, tally)
+    return r and r[0]
+
+def _clean_document(doc, c, tally):
+    "`clean_document`, and the `TextStats` of the text it returns (None if it drops the document)."
     text, ed, ex = doc.text, Counter(), {}
     # The text of an HTML page (`strip_markup`): what is left of '<' and '&' is text, its <pre> blocks are code
-    converted = PRE_OPEN in text or doc.source.lower().removesuffix('.gz').endswith(tuple(MARKUP_EXT))
+    converted = PRE_OPEN in text or doc.source.lower().removesuffix('.gz').endswith(_MARKUP_SUFFIXES)
     if doc.domain != 'code' and c.markup_remnants and '<' in text[:200] and _HTML_DOC.match(text):  # a whole HTML page
         text = strip_markup(text, mark_pre=True); ed['html_documents_converted'] += 1; converted = True
     replaced = text.count('\ufffd')  # damage from before us: normalisation removes them, the garbled rule still counts them
     if converted:  # prose cleaned as prose, its <pre> blocks as code
         parts = re.split(f'{PRE_OPEN}(.*?){PRE_CLOSE}', text, flags=re.S)
-        parts = [normalize_text(p, 'code', False, ed) if i % 2 else _clean_prose(p, doc, c, tally, ed, ex, remnants=False)
+        parts = [normalize_text(p, 'code', False, ed) if i % 2 else _clean_prose(p, doc, c, tally, ed, ex, remnants=False)[0]
                  for i, p in enumerate(parts)]
-        s = '\n\n'.join(p for p in parts if p)
-    elif doc.domain == 'code': s = normalize_text(text, 'code', c.t2s, ed)
-    else: s = _clean_prose(text, doc, c, tally, ed, ex, remnants=c.markup_remnants)
-    reason = _first_rule(s, doc.domain, c, replaced)
+        s, st = '\n\n'.join(p for p in parts if p), None
+    elif doc.domain == 'code': s, st = normalize_text(text, 'code', c.t2s, ed), None
+    else: s, st = _clean_prose(text, doc, c, tally, ed, ex, remnants=c.markup_remnants)
+    st = st or text_stats(s)
+    reason = _first_rule(s, doc.domain, c, replaced, st)
     if reason: tally.drop_doc(reason, f'{doc.source}: {s[:100]!r}'); return None
     diff = None
     for k, v in ed.items():
         if v and k not in ex and len(tally.examples[k]) < 3:  # an example: where this document first changed
             diff = diff or f'{doc.source}: {_first_change(doc.text, s)}'
         tally.edit(k, v, ex.get(k) or diff or doc.source)
-    return s
+    return s, st
 
 def _first_change(a:str, b:str)->str:
     "Where b (the cleaned text) first differs from a (the text read): a few characters of each around it."
-    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    i, hi = 0, min(len(a), len(b))  # the longest common prefix, by halving: each comparison is one memcmp
+    while i < hi:
+        mid = (i + hi + 1) // 2
+        if a[:mid] == b[:mid]: i = mid
+        else: hi = mid - 1
     return f'{a[max(0, i - 30):i + 40]!r} → {b[max(0, i - 30):i + 40]!r}'
 
 def _clean_prose(text, doc, c, tally, ed, ex, remnants=True):
-    "Normalised prose, boilerplate lines dropped (counted), HTML remnants stripped (`remnants`; edits counted)."
+    """Normalised prose, boilerplate lines dropped (counted), HTML remnants stripped (`remnants`; edits counted), and
+    its `TextStats` (None if a line or a tag was removed after they were computed)."""
     s = normalize_text(text, doc.domain, c.t2s, ed)
     bp, bp_pre = _line_rules(tuple(c.boilerplate))
-    if bp and _maybe_boilerplate(s, bp_pre):
+    st = text_stats(s, bp_pre)
+    if bp and _maybe_boilerplate(s, bp_pre, st.boilerplate):
         keep = []
         for l in s.split('\n'):
             if l and bp.search(l): tally.drop_lines('boilerplate', 1, f'{doc.source}: {l}')
             else: keep.append(l)
-        s = re.sub(r'\n{3,}', '\n\n', '\n'.join(keep)).strip()
+        s, st = re.sub(r'\n{3,}', '\n\n', '\n'.join(keep)).strip(), None
     if remnants and ('<' in s or '&' in s):
         s, n_tags, n_ent, e = strip_remnants(s)
         ed['html_tags_removed'] += n_tags; ed['html_entities_decoded'] += n_ent
-        if n_tags or n_ent: ex['html_tags_removed' if n_tags else 'html_entities_decoded'] = f'{doc.source}: {e}'
-    return s
+        if n_tags or n_ent: ex['html_tags_removed' if n_tags else 'html_entities_decoded'] = f'{doc.source}: {e}'; st = None
+    return s, st
 
-def _first_rule(s, domain, c, replaced=0):
-    "The name of the first document rule that drops `s`, or None."
+def _first_rule(s, domain, c, replaced=0, st:TextStats|None=None):
+    "The name of the first document rule that drops `s` (whose `TextStats` are `st`, if computed), or None."
     rules = c.rules
     if 'length' in rules and len(s) < c.min_chars: return 'too_short'
     if 'length' in rules and len(s) > c.max_chars: return 'too_long'
-    if 'garbled' in rules and (r := rule_garbled(s, c, replaced)): return r
-    counts = char_counts(codepoints(s), char_classes())  # (symbols, CJK, Latin words), for two rules
-    if 'symbols' in rules and (r := rule_symbols(s, c, domain, counts)): return r
-    if 'repetition' in rules and domain != 'code' and (r := rule_repetition(s, c)): return r
-    if 'script' in rules: return rule_script(s, c, domain, counts)
+    st = st or text_stats(s)  # one compiled pass for the rules below
+    if 'garbled' in rules and (r := rule_garbled(s, c, replaced, st)): return r
+    if 'symbols' in rules and (r := rule_symbols(s, c, domain, st)): return r
+    if 'repetition' in rules and domain != 'code' and (r := rule_repetition(s, c, st)): return r
+    if 'script' in rules: return rule_script(s, c, domain, st)
     return None
 
 
@@ -956,19 +1210,35 @@ class Signature:
 
 _MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0x632BE59BD9B4E019)  # fixed odd 64-bit multipliers: stable signatures
 
+@functools.lru_cache(maxsize=None)
+def lower_table()->np.ndarray:
+    """`ord(chr(c).lower())` for every code point below U+20000 (none above has case), built in one `str.lower` call
+    (~5 ms); 0 for the two characters that `str.lower` does not map one to one: U+0130, whose lower case is two
+    characters (`İ` → `i̇`), and U+03A3, whose lower case depends on where it stands (`ΣΑΣ` → `σας`, a final sigma)."""
+    s = ''.join(map(chr, range(0x20000))).replace('\u0130', '\0').replace('\u03a3', '\0')
+    t = np.frombuffer(s.lower().encode('utf-32-le', 'surrogatepass'), np.uint32).copy(); t[0x130] = t[0x3A3] = 0
+    return t
+
 @_njit
-def _minhash_kernel(cp, lens, cls, num_perm, k):
-    n = lens.shape[0]; out = np.empty((n, num_perm), np.uint64)
+def _minhash_kernel(cp, lens, cls, low, num_perm, k):
+    "Signatures of the texts in `cp` (lengths `lens`), lower-cased by the table `low`; `redo[d]`: text d holds U+0130 or U+03A3."
+    n = lens.shape[0]; out = np.empty((n, num_perm), np.uint64); redo = np.zeros(n, np.bool_); nl = low.shape[0]
     a, b, P, MAX, s32 = _U(0x9E3779B97F4A7C15), _U(0x632BE59BD9B4E019), _U(1000003), _U(0xFFFFFFFFFFFFFFFF), _U(32)
     Pk = _U(1)
     for _ in range(k): Pk *= P
     buf = np.empty(max(lens.max() if n else 1, 1), np.uint64); sig = np.empty(num_perm, np.uint64); pos = 0
     for d in range(n):
         m = 0; prev = False
-        for i in range(pos, pos + lens[d]):  # whitespace runs become one space
-            sp = (cls[cp[i]] & SPACE) != 0
+        for i in range(pos, pos + lens[d]):  # lower-cased, whitespace runs become one space
+            c = cp[i]; f = cls[c]; sp = (f & SPACE) != 0
             if sp and prev and i > pos: continue
-            buf[m] = _U(32) if sp else _U(cp[i]); m += 1; prev = sp
+            if c < 128:
+                if 65 <= c <= 90: c += 32
+            elif not f & CJK and c < nl:  # (CJK characters have no case)
+                c = low[c]
+                if c == 0: redo[d] = True  # U+0130 or U+03A3: this text is done again with str.lower
+            buf[m] = _U(32) if sp else _U(c); m += 1; prev = sp
+        if lens[d] == 0: buf[0] = _U(32); m = 1  # an empty text is one space
         pos += lens[d]
         sig[:] = MAX
         h = _U(0)
@@ -982,18 +1252,24 @@ def _minhash_kernel(cp, lens, cls, num_perm, k):
             t = j
             while sig[t] == MAX: t = (t + 1) % num_perm
             out[d, j] = sig[t] + (_U((t - j) % num_perm) << s32)
-    return out
+    return out, redo
 
 def minhash_many(texts:list, # documents
                  num_perm:int=64, # signature length (bins)
-                 k:int=5 # characters per shingle
+                 k:int=5, # characters per shingle
+                 cps:list|None=None # `codepoints` of each text, if the caller has them (a worker does: no second encoding)
                 )->np.ndarray:
     """MinHash signatures (len(texts) × num_perm) of the character k-gram shingles of each text (lower-cased, whitespace
     runs as one space): one hash per shingle picks a bin and a value, each bin keeps its minimum (one-permutation
-    hashing), an empty bin borrows the next filled bin's value (rotation densification); one compiled pass over all texts."""
-    low = [s.lower() or ' ' for s in texts]
-    lens = np.fromiter(map(len, low), np.int64, len(low))
-    return _minhash_kernel(codepoints.__wrapped__(''.join(low)), lens, char_classes(), num_perm, k)
+    hashing), an empty bin borrows the next filled bin's value (rotation densification); one compiled pass over all texts,
+    which lower-cases them as it goes (`lower_table`)."""
+    lens = np.fromiter(map(len, texts), np.int64, len(texts))
+    cp = np.concatenate(cps) if cps is not None and len(cps) else encode_codepoints(''.join(texts))
+    out, redo = _minhash_kernel(cp, lens, char_classes(), lower_table(), num_perm, k)
+    for d in np.flatnonzero(redo):  # (`lower_table`): this text's code points, lower-cased by Python
+        low = texts[d].lower()
+        out[d] = _minhash_kernel(encode_codepoints(low), np.array([len(low)]), char_classes(), lower_table(), num_perm, k)[0][0]
+    return out
 
 def minhash(s:str, num_perm:int=64, k:int=5)->Signature:
     "MinHash signature of one text (see `minhash_many`)."
@@ -1036,6 +1312,14 @@ class KeySet:
         if not len(self.arr): return False
         i = np.minimum(np.searchsorted(self.arr, keys), len(self.arr) - 1)
         return bool((self.arr[i] == keys).any())
+    def contains_rows(self, keys:np.ndarray)->list:
+        "`contains_any` of each row of `keys` (a 2-D array), the sorted part in one search."
+        rows = keys.tolist()
+        hit = [not self.recent.isdisjoint(r) for r in rows] if self.recent else [False] * len(rows)
+        if len(self.arr) and len(keys):
+            i = np.minimum(np.searchsorted(self.arr, keys), len(self.arr) - 1)
+            hit = np.logical_or(hit, (self.arr[i] == keys).any(1)).tolist()
+        return hit
     def add(self, keys:np.ndarray):
         self.recent.update(keys.tolist())
         if len(self.recent) >= max(1 << 16, len(self.arr) >> 3): self.compact()  # amortised O(1) per key; the set stays ≤ 1/8 of the array
@@ -1046,9 +1330,10 @@ class KeySet:
         self.arr = np.concatenate([self.arr, new]); self.arr.sort(kind='stable')  # two sorted runs: timsort merges them
         self.recent = set()
 
-def text_key(s:str)->np.ndarray:
-    "64-bit key of a cleaned text, for exact dedup (odds of any false match among 100 million documents: ~3e-4)."
-    return np.array([int.from_bytes(hashlib.blake2b(s.encode('utf-8'), digest_size=8).digest(), 'little')], np.uint64)
+def text_key(s:str, cp:np.ndarray|None=None # `codepoints(s)`, if at hand (a worker has them)
+            )->np.ndarray:
+    "64-bit key of a cleaned text, for exact dedup: XXH3 of its code points (odds of any false match among 100 million documents: ~3e-4)."
+    return np.array([xxhash.xxh3_64_intdigest(codepoints(s) if cp is None else cp)], np.uint64)
 
 class Deduper:
     """Exact and near-duplicate detection over a stream of cleaned documents (first occurrence wins). Near duplicates:
@@ -1071,21 +1356,51 @@ class Deduper:
             self.band_index.add(keys)
         self.texts.add(h)
         return None
+    def check_many(self, keys:np.ndarray|None, h:np.ndarray)->list:
+        """`check` of each document of a batch in order (band keys `keys`, one row each, and `text_key`s `h`, from a
+        worker): earlier batches are looked up in one search per index, this batch's own documents in Python sets."""
+        ex = self.texts.contains_rows(h[:, None]) if self.exact else [False] * len(h)
+        nr = self.band_index.contains_rows(keys) if self.near else None
+        rows = keys.tolist() if self.near else None
+        seen_h, seen_k, out, kept = set(), set(), [], []
+        for i, x in enumerate(h.tolist()):
+            if self.exact and (ex[i] or x in seen_h): out.append('exact_dup'); continue
+            if self.near:
+                if nr[i] or not seen_k.isdisjoint(rows[i]): out.append('near_dup'); continue
+                seen_k.update(rows[i])
+            seen_h.add(x); out.append(None); kept.append(i)
+        if self.near and kept: self.band_index.add(keys[kept].ravel())
+        if kept: self.texts.add(h[kept])
+        return out
 
 # %% ../nbs/01_clean.ipynb #f56fd14a
 @_njit
-def _json_plain(cp):
-    "True if no code point needs a JSON escape other than \\n and \\t (besides quote and backslash)."
+def _json_escapes(cp):
+    "Which JSON escapes a text needs: 1 another control character than newline and tab, 2 backslash, 4 quote, 8 newline, 16 tab."
+    out = 0
     for i in range(cp.shape[0]):
-        if cp[i] < 32 and cp[i] != 10 and cp[i] != 9: return False
-    return True
+        c = cp[i]
+        if c < 35:
+            if c == 10: out |= 8
+            elif c == 9: out |= 16
+            elif c == 34: out |= 4
+            elif c < 32: out |= 1
+        elif c == 92: out |= 2
+    return out
 
-def json_line(text:str, source:str, domain:str)->bytes:
+def json_line(text:str, source:str, domain:str, esc:int|None=None # `_json_escapes` of text, if known (`TextStats`)
+             )->bytes:
     """`json.dumps({'text': text, 'source': source, 'domain': domain}, ensure_ascii=False) + '\\n'` in UTF-8, the same
-    bytes: a text with no control character but newline and tab is escaped by four `str.replace` (~3x faster)."""
-    if _json_plain(codepoints(text)):
-        t = '"' + text.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n').replace('\t', '\\t') + '"'
-    else: t = json.dumps(text, ensure_ascii=False)
+    bytes: a text with no control character but newline and tab is escaped by `str.replace`, only where it has something
+    to escape (~3x faster than `json.dumps`)."""
+    esc = _json_escapes(codepoints(text)) if esc is None else esc
+    if esc & 1: t = json.dumps(text, ensure_ascii=False)
+    else:
+        t = text.replace('\\', '\\\\') if esc & 2 else text  # the backslashes first
+        if esc & 4: t = t.replace('"', '\\"')
+        if esc & 8: t = t.replace('\n', '\\n')
+        if esc & 16: t = t.replace('\t', '\\t')
+        t = f'"{t}"'
     return f'{{"text": {t}, "source": {_json_str(source)}, "domain": {_json_str(domain)}}}\n'.encode('utf-8')
 
 _JSON_PLAIN_STR = re.compile(r'[^"\\\x00-\x1f]*\Z')
@@ -1097,16 +1412,18 @@ def _clean_batch(args):
     "Worker: clean a batch of (text or raw JSON line, source, domain) tuples with a config dict (plain data: picklable from anywhere)."
     items, cd, near, text_field = args  # near: (bands, rows) of the parent's Deduper, or None
     c = CleanConfig(**cd)
-    t = Tally(); out = []
+    t = Tally(); out = []; cps = []
     for it in items:  # (text, source, domain), or (JSON line as bytes, source, domain) to decode and parse here
         d = RawJSON(*it).doc(text_field, t) if isinstance(it[0], bytes) else Doc(*it)
         if d is None: continue
         t.docs_in += 1
-        s = clean_document(d, c, t)
-        if s is not None: out.append((s, json_line(s, d.source, d.domain), d.domain))  # the rules just encoded s: `codepoints` has it
+        r = _clean_document(d, c, t)
+        if r is None: continue
+        s, st = r
+        out.append((s, json_line(s, d.source, d.domain, st.json_escapes), d.domain)); cps.append(codepoints(s))  # (cached)
     texts = [o[0] for o in out]
-    h = np.array([text_key(s)[0] for s in texts], np.uint64)
-    keys = band_keys_many(minhash_many(texts), *near) if near else None
+    h = np.array([text_key(s, cp)[0] for s, cp in zip(texts, cps)], np.uint64)
+    keys = band_keys_many(minhash_many(texts, cps=cps), *near) if near else None
     lines = [(line, dom) for _, line, dom in out]
     return (lines, h, keys), t  # the output lines are made here too: the parent only looks up keys and writes
 
@@ -1117,15 +1434,15 @@ def shown_path(p:Path, root:str|Path|None)->str:
     except ValueError: raise ValueError(f'{p}: not under source_root {root}') from None
 
 def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, near=None, record_sep='auto', root=None):
-    batch = []
+    batch, cd = [], asdict(c)
     for p in files:  # a Path, or a `datasets:` spec (str)
         docs = read_dataset(p, tally, text_field) if isinstance(p, str) else read_documents(p, tally, text_field, max_line_bytes, raw_json=True, record_sep=record_sep)
         shown = None if root is None or isinstance(p, str) else shown_path(p, root)  # (None: sources as given)
         for d in docs:
             src = d.source if shown is None else shown + d.source[len(str(p)):]
             batch.append((d.line if isinstance(d, RawJSON) else d.text, src, d.domain))  # plain tuples: picklable from a notebook too
-            if len(batch) >= batch_docs: yield (batch, asdict(c), near, text_field); batch = []
-    if batch: yield (batch, asdict(c), near, text_field)
+            if len(batch) >= batch_docs: yield (batch, cd, near, text_field); batch = []
+    if batch: yield (batch, cd, near, text_field)
 
 def start_method()->str:
     """'fork' in a plain single-threaded process (the CLI, a script): workers start at once, with this process's modules
@@ -1139,7 +1456,8 @@ def start_method()->str:
 def _warm_kernels():
     "Compile or load each kernel once (~0.3 s the first time in a process), so forked workers inherit them ready."
     cls, cp = char_classes(), codepoints('a b')
-    normalize_scan(cp, cls); char_counts(cp, cls); top_trigram(cp, cls); _json_plain(cp); minhash_many(['a b'])
+    normalize_scan(cp, cls); char_counts(cp, cls); top_trigram(cp, cls); _json_escapes(cp); text_stats('a b', _line_rules(tuple(CleanConfig().boilerplate))[1])
+    normalize_text('a  b，c'); minhash_many(['a b'])
 
 def ordered_bounded_map(pool, fn, items, ahead:int):
     """`fn` over `items` in a `ProcessPoolExecutor`, results in input order, at most `ahead` items in flight (`Pool.imap`
@@ -1158,6 +1476,22 @@ def worker_died(what:str, workers:int)->RuntimeError:
     return RuntimeError(f'{what}: a worker process died (killed for memory, or it could not start: a spawned worker imports the '
                         f"calling script, so a script that calls this with workers={workers} needs its code under "
                         "`if __name__ == '__main__':`; workers=1 runs in this process)")
+
+class _ShardWriter:
+    "Output lines into clean-00000.jsonl, clean-00001.jsonl, ... of at most `shard_bytes` each (a longer line: a file of its own)."
+    def __init__(self, out_dir:Path, shard_bytes:int): self.out_dir, self.limit, self.shard, self.fh, self.written = out_dir, shard_bytes, 0, None, 0
+    def write(self, lines:list):
+        "A batch's lines, one `writelines` per file they go to."
+        i = 0
+        while i < len(lines):
+            if self.fh is None or self.written + len(lines[i]) > self.limit and self.written:
+                if self.fh: self.fh.close(); self.shard += 1
+                self.fh = open(self.out_dir/f'clean-{self.shard:05d}.jsonl', 'wb', buffering=1 << 20); self.written = 0
+            j, size = i, self.written
+            while j < len(lines) and (size + len(lines[j]) <= self.limit or size == 0): size += len(lines[j]); j += 1
+            self.fh.writelines(lines[i:j]); self.written, i = size, j
+    def close(self):
+        if self.fh: self.fh.close()
 
 def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG][@SPLIT]` specs
                  out_dir:str|Path, # cleaned JSON lines go here (clean-00000.jsonl, ...)
@@ -1184,13 +1518,7 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     for old in out_dir.glob('clean-*.jsonl'): old.unlink()
     read_tally, work_tally = Tally(), Tally()
     dd = Deduper(c.near_dup_threshold, near='near_dup' in c.rules, exact='exact_dup' in c.rules)
-    shard, fh, written, per_domain = 0, None, 0, Counter()
-    def emit(line):
-        nonlocal shard, fh, written
-        if fh is None or written + len(line) > shard_bytes and written:
-            if fh: fh.close(); shard += 1
-            fh = open(out_dir/f'clean-{shard:05d}.jsonl', 'wb', buffering=1 << 20); written = 0
-        fh.write(line); written += len(line)
+    writer, per_domain = _ShardWriter(out_dir, shard_bytes), Counter()
     batches = _batches(files, read_tally, c, text_field, batch_docs, max_line_bytes, (dd.bands, dd.rows) if dd.near else None, record_sep, source_root)
     import msllm_nb.clean as this  # the module's worker function: spawned processes import it by name
     if workers > 1 and (how := start_method()) == 'fork': _warm_kernels()
@@ -1201,16 +1529,17 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     try:
         for (out, h, keys), t in results:
             work_tally.merge(t); bar.update(t.docs_in)
-            for i, (line, dom) in enumerate(out):
-                reason = dd.check(None, None if keys is None else keys[i], h[i:i + 1])
+            kept = []
+            for (line, dom), reason in zip(out, dd.check_many(keys, h)):
                 if reason:
                     rec = json.loads(line); work_tally.drop_doc(reason, f"{rec['source']}: {rec['text'][:80]!r}"); continue
-                emit(line); work_tally.docs_out += 1; per_domain[dom] += 1
+                kept.append(line); per_domain[dom] += 1
+            writer.write(kept); work_tally.docs_out += len(kept)
     except BrokenProcessPool: raise worker_died('clean_corpus', workers) from None
     finally:
         bar.close()
         if pool: pool.shutdown(wait=True, cancel_futures=True)
-        if fh: fh.close()
+        writer.close()
     rep = read_tally.merge(work_tally).to_dict()
     rep['docs_read'] = rep['docs_in']; rep['files'] = len(files) - len(specs); rep['datasets'] = specs; rep['kept_by_domain'] = dict(per_domain)
     rep['output_files'] = sorted(p.name for p in out_dir.glob('clean-*.jsonl'))
