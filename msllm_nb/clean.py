@@ -980,7 +980,7 @@ _FOLDS = '\u0130\u0131\u017f\u212a'  # the only non-ASCII characters re.I matche
 @functools.lru_cache(maxsize=16)
 def _line_rules(boilerplate:tuple):
     """The compiled boilerplate alternation, and a pre-check that looks at a whole document at once: one compiled pass
-    (`_find_needles`) looks for every plain word, and for the literal prefix of every other pattern (`_literal_prefix`),
+    (`_text_stats`) looks for every plain word, and for the literal prefix of every other pattern (`_literal_prefix`),
     which is then searched for itself (one by one: ~1.4x faster than the alternation). No pre-check where a pattern must
     see each line alone (\\A, \\Z or a negative lookaround), or for more than 64 patterns."""
     alone = lambda p: re.search(r'\\[AZ]|\(\?<?!', p)
