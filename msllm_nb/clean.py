@@ -1454,10 +1454,9 @@ def start_method()->str:
     return 'spawn' if unsafe or 'fork' not in mp.get_all_start_methods() or sys.platform == 'darwin' else 'fork'
 
 def _warm_kernels():
-    "Compile or load each kernel once (~0.3 s the first time in a process), so forked workers inherit them ready."
-    cls, cp = char_classes(), codepoints('a b')
-    normalize_scan(cp, cls); char_counts(cp, cls); top_trigram(cp, cls); _json_escapes(cp); text_stats('a b', _line_rules(tuple(CleanConfig().boilerplate))[1])
-    normalize_text('a  b，c'); minhash_many(['a b'])
+    """Compile or load the kernels a worker runs (~0.3 s the first time in a process, with the tables), so forked
+    workers inherit them ready: the normaliser's scan and passes, `text_stats` and MinHash."""
+    normalize_text('a  b，c'); text_stats('a b', _line_rules(tuple(CleanConfig().boilerplate))[1]); minhash_many(['a b'])
 
 def ordered_bounded_map(pool, fn, items, ahead:int):
     """`fn` over `items` in a `ProcessPoolExecutor`, results in input order, at most `ahead` items in flight (`Pool.imap`
