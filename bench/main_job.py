@@ -12,7 +12,7 @@ per-chapter seconds add up to about twice the wall time. A chapter's CPU seconds
 processes it waited for) are what it costs the machine, whatever ran beside it: the column to cut when the job is over
 its target.
 
-    python bench/main_job.py            # 16 to 17 minutes; prints the table, writes bench/results/main_job.md
+    python bench/main_job.py            # about 15 minutes; prints the table, writes bench/results/main_job.md
 """
 import json, subprocess, sys, tempfile, time
 from pathlib import Path

@@ -23,8 +23,10 @@ def iter_clean_texts(inputs:list, # cleaned JSON-lines files or folders (msllm-c
     from msllm_nb.clean import iter_files
     for p in iter_files(inputs):
         if p.suffix != '.jsonl': continue
-        with open(p, encoding='utf-8') as f:
-            for n, line in enumerate(f, 1):
+        with open(p, 'rb') as f:  # bytes, decoded line by line: a bad byte is reported with its line
+            for n, raw in enumerate(f, 1):
+                try: line = raw.decode('utf-8')
+                except UnicodeDecodeError as e: raise ValueError(f'{p}:{n}: not UTF-8 ({e.reason} at byte {e.start})') from None
                 if not line.strip(): continue
                 try: rec = json.loads(line)
                 except ValueError: raise ValueError(f'{p}:{n}: not a JSON line') from None

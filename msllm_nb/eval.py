@@ -104,6 +104,7 @@ class MsllmLM(TemplateLM):
         if self.tok.vocab_size > model.config.vocab_size:
             raise ValueError(f'tokenizer {self.tok.path} has {self.tok.vocab_size} tokens; the model only {model.config.vocab_size}')
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 8  # 'auto' is the harness's GPU probe: fixed here
+        if self.batch_size < 1: raise ValueError(f'batch_size {batch_size}: must be at least 1 (0 would put every request in one forward pass)')
         self._max_length, self.bucket, self.name = max_length or model.config.max_position_embeddings, bucket, str(ckpt or 'model')
     @property
     def eot_token_id(self): return self.tok.eos_id
@@ -121,7 +122,7 @@ class MsllmLM(TemplateLM):
     def generate_until(self, requests, disable_tqdm=False): return generate_greedy(self, requests, disable_tqdm)
 
 def _no_tokenizer(what):
-    raise FileNotFoundError(f'{what}: no tokenizer found beside it; pass tokenizer=PATH (a SentencePiece .model, a tokenizer.json, or a folder holding one)')
+    raise FileNotFoundError(f'{what}: no tokenizer found beside it; pass one (msllm-eval --tokenizer PATH; in the harness, tokenizer=PATH in --model_args): a SentencePiece .model, a tokenizer.json, or a folder holding one')
 
 # %% ../nbs/09_eval.ipynb #83e341ad
 class TokenLogprobs(nn.Cell):
@@ -399,7 +400,9 @@ def read_texts(paths:list)->dict:
         if p.suffix == '.jsonl':
             for text, _, src in iter_clean_texts([p]): out[group_of(src)].append(text)
         elif p.suffix == '.txt':
-            if t := p.read_text(encoding='utf-8', errors='strict').strip(): out[p.stem].append(t)
+            try: t = p.read_text(encoding='utf-8', errors='strict').strip()
+            except UnicodeDecodeError as e: raise ValueError(f'{p}: not UTF-8 ({e.reason} at byte {e.start}): msllm-clean decodes and repairs it') from None
+            if t: out[p.stem].append(t)
             else: raise ValueError(f'{p}: empty file: nothing to score')
     if not out: raise ValueError(f'{" ".join(map(str, paths))}: no text to score (cleaned .jsonl from msllm-clean, or .txt files)')
     return dict(out)
@@ -436,6 +439,8 @@ def eval_cli(model:Param('a .ckpt/.safetensors with its .yaml, a train_llm run o
     "Evaluate a model: bits per byte per domain, and lm-evaluation-harness tasks, on MindSpore."
     with tempfile.TemporaryDirectory(prefix='msllm_eval_') as work:
         try:
+            for flag, v in (('--limit', limit), ('--bpb_docs', bpb_docs), ('--batch_size', batch_size)):
+                if v is not None and v < 1: raise ValueError(f'{flag} {v}: must be at least 1')
             tok, docs, tdir, names = _prepare(model, tokenizer, tasks, texts, task_dir, bpb_docs, Path(work))
             set_device(device, mode)
             lm = MsllmLM(model, tok=tok, batch_size=batch_size)

@@ -61,6 +61,9 @@ def test_errors_are_clear(cleaned, tmp_path):
     (tmp_path / 'bad').mkdir(); (tmp_path / 'bad' / 'x.jsonl').write_text('{"text": "ok"}\nnot json\n')
     r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'bad', '--out', tmp_path / 't'], capture_output=True, text=True)
     assert r.returncode == 1 and 'x.jsonl:2: not a JSON line' in r.stderr
+    (tmp_path / 'bad' / 'x.jsonl').write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')  # Latin-1 where UTF-8 belongs
+    r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'bad', '--out', tmp_path / 't'], capture_output=True, text=True)
+    assert r.returncode == 1 and 'x.jsonl:2: not UTF-8 (invalid continuation byte at byte 13)' in r.stderr, r.stderr[-500:]
     (tmp_path / 'none').mkdir(); (tmp_path / 'none' / 'a.txt').write_text('plain text is not cleaned output')
     r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'none', '--out', tmp_path / 't'], capture_output=True, text=True)
     assert r.returncode == 1 and 'no training documents' in r.stderr

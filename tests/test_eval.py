@@ -38,14 +38,26 @@ def test_a_run_folder_and_its_hugging_face_conversion_score_the_same(trained, tm
 def test_bad_input_is_one_line_and_exit_2(trained, tmp_path):
     (tmp_path / 'empty.txt').write_text('')
     (tmp_path / 'notes.md').write_text('not a format msllm-eval reads')
+    (tmp_path / 'latin1.txt').write_bytes('café au lait'.encode('latin-1'))
+    (tmp_path / 'damaged.jsonl').write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')
     cases = [([tmp_path / 'missing'], 'no such checkpoint'),
              ([trained / 'run', '--tokenizer', tmp_path / 'no.model'], 'no such tokenizer'),
              ([trained / 'run', '--tasks', 'arc_easy'], "unknown task 'arc_easy'"),
              ([trained / 'run', '--texts', tmp_path / 'empty.txt'], 'empty file'),
-             ([trained / 'run', '--texts', tmp_path / 'notes.md'], 'no text to score')]
+             ([trained / 'run', '--texts', tmp_path / 'notes.md'], 'no text to score'),
+             ([trained / 'run', '--texts', tmp_path / 'latin1.txt'], 'latin1.txt: not UTF-8 (invalid continuation byte at byte 3)'),
+             ([trained / 'run', '--texts', tmp_path / 'damaged.jsonl'], 'damaged.jsonl:2: not UTF-8'),
+             ([trained / 'run', '--limit', '0'], '--limit 0: must be at least 1'),
+             ([trained / 'run', '--batch_size', '0'], '--batch_size 0: must be at least 1')]  # 0 once put every request in one pass: out of memory
     for a, says in cases:
         p = run([BIN / 'msllm-eval', *a])
         assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, (a, p.stderr[-1500:])
+
+
+def test_the_harness_model_refuses_a_batch_size_below_one(trained):
+    from msllm_nb.eval import MsllmLM
+    with pytest.raises(ValueError, match='batch_size 0: must be at least 1'):
+        MsllmLM(str(trained / 'run'), batch_size=0)  # the harness's --model_args batch_size=0, or its --batch_size 0
 
 
 def test_train_llm_evaluates_while_it_trains_and_doctor_reads_the_scores(trained):
