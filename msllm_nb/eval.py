@@ -17,7 +17,7 @@ from fastcore.script import call_parse, Param, store_true
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import model_registry
 from lm_eval.models.utils import Collator
-from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window, simple_parse_args_string
 import msllm_nb.model as msm
 from .formats import load_model
 from .bpe import iter_clean_texts, is_heldout, load_tokenizer
@@ -25,11 +25,11 @@ from .shards import group_of
 from .env import use_device
 
 # %% auto #0
-__all__ = ['HELDOUT', 'is_eval_doc', 'heldout_documents', 'split_for_training', 'load_eval_model', 'MsllmLM', 'TokenLogprobs',
-           'score_pairs', 'rolling_logprobs', 'score_rolling', 'generate_greedy', 'bits_per_byte', 'continuation_items',
-           'code_cloze_items', 'write_task_files', 'write_task', 'build_tasks', 'task_names', 'run_tasks',
-           'save_results', 'scores', 'TrainingEval', 'read_texts', 'eval_cli', 'set_device', 'lm_eval_cli',
-           'per_request', 'hf_harness_run', 'ms_harness_run', 'harness_parity']
+__all__ = ['HELDOUT', 'MODEL_ARGS', 'is_eval_doc', 'heldout_documents', 'split_for_training', 'load_eval_model', 'MsllmLM',
+           'ModelArgsError', 'TokenLogprobs', 'score_pairs', 'rolling_logprobs', 'score_rolling', 'generate_greedy',
+           'bits_per_byte', 'continuation_items', 'code_cloze_items', 'write_task_files', 'write_task', 'build_tasks',
+           'task_names', 'run_tasks', 'save_results', 'scores', 'TrainingEval', 'read_texts', 'eval_cli', 'set_device',
+           'lm_eval_cli', 'per_request', 'hf_harness_run', 'ms_harness_run', 'harness_parity']
 
 # %% ../nbs/09_eval.ipynb #ba909f43
 HELDOUT = {'*': 0.05, 'code': 0.25}  # share of documents held out for evaluation, by domain (chapter 02's 5 % elsewhere)
@@ -103,9 +103,23 @@ class MsllmLM(TemplateLM):
         self.model, self.tok, self.scorer = model, tok or load_tokenizer(tokenizer or _no_tokenizer('model=')), TokenLogprobs(model)
         if self.tok.vocab_size > model.config.vocab_size:
             raise ValueError(f'tokenizer {self.tok.path} has {self.tok.vocab_size} tokens; the model only {model.config.vocab_size}')
-        self.batch_size = int(batch_size) if str(batch_size).isdigit() else 8  # 'auto' is the harness's GPU probe: fixed here
-        if self.batch_size < 1: raise ValueError(f'batch_size {batch_size}: must be at least 1 (0 would put every request in one forward pass)')
+        self.batch_size = _batch_size(batch_size)
         self._max_length, self.bucket, self.name = max_length or model.config.max_position_embeddings, bucket, str(ckpt or 'model')
+    @classmethod
+    def create_from_arg_obj(cls, args:dict, additional_config:dict|None=None):
+        """`--model_args` as the harness passes them (its CLI: a dict; `simple_evaluate`: a string, below), checked key by
+        key first, so that a typo, a missing `ckpt` or a file that is not there is one `ModelArgsError` naming it. A
+        `batch_size` in `--model_args` wins over `--batch_size`, which the harness always passes (1 unless set)."""
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
+        if bad := sorted(set(args) - MODEL_ARGS): raise ModelArgsError(f"--model_args: unknown key {bad[0]!r} for --model msllm (known: {', '.join(sorted(MODEL_ARGS))})")
+        for k in ('max_length', 'bucket'):
+            if k in args and not (type(args[k]) is int and args[k] >= 1): raise ModelArgsError(f'--model_args: {k}={args[k]!r}: a whole number of tokens, at least 1')
+        if not args.get('ckpt'): raise ModelArgsError('--model_args: ckpt=PATH is needed: a .ckpt/.safetensors checkpoint, a train_llm run or checkpoint folder, or a Hugging Face model folder')
+        try: return cls(**args, **extra)
+        except (FileNotFoundError, ValueError) as e: raise ModelArgsError(f'--model_args: {e}') from None
+    @classmethod
+    def create_from_arg_string(cls, arg_string:str, additional_config:dict|None=None):
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string or ''), additional_config)
     @property
     def eot_token_id(self): return self.tok.eos_id
     @property
@@ -120,6 +134,19 @@ class MsllmLM(TemplateLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kw): return score_pairs(self, requests, disable_tqdm)
     def loglikelihood_rolling(self, requests, disable_tqdm=False): return score_rolling(self, requests, disable_tqdm)
     def generate_until(self, requests, disable_tqdm=False): return generate_greedy(self, requests, disable_tqdm)
+
+MODEL_ARGS = {'ckpt', 'tokenizer', 'batch_size', 'max_length', 'bucket', 'device', 'dtype'}  # device, dtype: what the harness passes every model (unused here)
+
+class ModelArgsError(ValueError):
+    "A bad `--model_args` for `--model msllm`: `msllm-lm-eval` prints it as one line and exits 2."
+
+def _batch_size(b)->int:
+    "The harness's batch size: a number ≥ 1, or 'auto'/'auto:N' (its GPU memory probe; 8 here, where memory is the host's)."
+    s = str(b).strip()
+    if s.startswith('auto'): return 8
+    if not s.lstrip('-').isdigit(): raise ValueError(f"batch_size {b!r}: a whole number, or 'auto'")
+    if int(s) < 1: raise ValueError(f'batch_size {b}: must be at least 1 (0 would put every request in one forward pass)')
+    return int(s)
 
 def _no_tokenizer(what):
     raise FileNotFoundError(f'{what}: no tokenizer found beside it; pass one (msllm-eval --tokenizer PATH; in the harness, tokenizer=PATH in --model_args): a SentencePiece .model, a tokenizer.json, or a folder holding one')
@@ -467,7 +494,8 @@ def lm_eval_cli():
     try: set_device(dev)
     except ValueError as e: print(f'msllm-lm-eval: {e}', file=sys.stderr); sys.exit(2)
     from lm_eval.__main__ import cli_evaluate
-    cli_evaluate()
+    try: cli_evaluate()
+    except ModelArgsError as e: print(f'msllm-lm-eval: {e}', file=sys.stderr); sys.exit(2)
 
 # %% ../nbs/09_eval.ipynb #3bd966c5
 def per_request(results:dict)->dict:

@@ -60,6 +60,20 @@ def test_the_harness_model_refuses_a_batch_size_below_one(trained):
         MsllmLM(str(trained / 'run'), batch_size=0)  # the harness's --model_args batch_size=0, or its --batch_size 0
 
 
+def test_the_harness_cli_names_a_bad_model_arg_in_one_line(trained):
+    "msllm-lm-eval (the harness's own CLI): a typo'd key, a missing file or a bad number in --model_args ends in one line, exit 2."
+    tasks = ['--tasks', 'msllm_cont_en', '--include_path', trained / 'run' / 'eval_tasks', '--limit', '2']
+    for margs, says in [(f'ckp={trained / "run"}', "unknown key 'ckp' for --model msllm"), ('ckpt=/no/such/run', 'no such checkpoint')]:
+        p = run([BIN / 'msllm-lm-eval', '--model', 'msllm', '--model_args', margs, *tasks])
+        last = p.stderr.strip().splitlines()[-1]  # (after the harness's own INFO lines)
+        assert p.returncode == 2 and last.startswith('msllm-lm-eval: ') and says in last and 'Traceback' not in p.stderr, (margs, p.stderr[-1500:])
+    from msllm_nb.eval import MsllmLM, ModelArgsError
+    lm = MsllmLM.create_from_arg_string(f'ckpt={trained / "run"},batch_size=4', {'batch_size': 1, 'device': 'cpu'})
+    assert lm.batch_size == 4  # --model_args' batch_size wins over the --batch_size the harness always passes (it said: multiple values)
+    for margs, says in [(f'ckpt={trained / "run"},batch_size=abc', "batch_size 'abc'"), (f'ckpt={trained / "run"},max_length=0', 'max_length=0')]:
+        with pytest.raises(ModelArgsError, match=says): MsllmLM.create_from_arg_string(margs, {'batch_size': 1})
+
+
 def test_train_llm_evaluates_while_it_trains_and_doctor_reads_the_scores(trained):
     ev = tl.read_metrics(trained / 'run', 'eval')
     assert [r['step'] for r in ev] == [0, 6, 12]
