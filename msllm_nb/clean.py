@@ -775,7 +775,7 @@ class TextStats(NamedTuple):
     symbols: int; cjk: int; latin_words: int  # `char_counts`
     replacement: int; mojibake: bool  # U+FFFD characters; a `_MOJIBAKE_FIRST` character (`rule_garbled`)
     boilerplate: int  # bit j: needle j of `_line_rules` occurs (`_maybe_boilerplate`)
-    words: int; top_trigram: int; top_trigram_chars: int  # `top_trigram(cp, cls, 30)` (`rule_repetition`)
+    words: int; top_trigram: int; top_trigram_chars: int  # `top_trigram(s, 30)` (`rule_repetition`)
     json_escapes: int  # `json_escapes` (`json_line`)
     lines: int; distinct_lines: int  # non-empty lines (stripped), and how many differ (`rule_repetition`)
 

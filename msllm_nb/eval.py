@@ -148,8 +148,19 @@ def _batch_size(b)->int:
     if int(s) < 1: raise ValueError(f'batch_size {b}: must be at least 1 (0 would put every request in one forward pass)')
     return int(s)
 
+def _gone_token_dir(path)->str|None:
+    "The token folder a train_llm checkpoint's meta.json records, if that folder (and so the run's tokenizer) is gone."
+    try: p, _ = _resolve(path)
+    except FileNotFoundError: return None
+    meta = p.parent/'meta.json'
+    if p.name != 'model.ckpt' or not meta.is_file(): return None
+    td = json.loads(meta.read_text()).get('config', {}).get('token_dir')
+    return td if td and not (Path(td)/'meta.json').is_file() else None
+
 def _no_tokenizer(what):
-    raise FileNotFoundError(f'{what}: no tokenizer found beside it; pass one (msllm-eval --tokenizer PATH; in the harness, tokenizer=PATH in --model_args): a SentencePiece .model, a tokenizer.json, or a folder holding one')
+    gone = _gone_token_dir(what)
+    why = f'its run read tokens from {gone}, which is gone, and the tokenizer with it' if gone else 'no tokenizer found beside it'
+    raise FileNotFoundError(f'{what}: {why}; pass one (msllm-eval --tokenizer PATH; in the harness, tokenizer=PATH in --model_args): a SentencePiece .model, a tokenizer.json, or a folder holding one')
 
 # %% ../nbs/09_eval.ipynb #83e341ad
 class TokenLogprobs(nn.Cell):

@@ -40,7 +40,10 @@ def test_bad_input_is_one_line_and_exit_2(trained, tmp_path):
     (tmp_path / 'notes.md').write_text('not a format msllm-eval reads')
     (tmp_path / 'latin1.txt').write_bytes('café au lait'.encode('latin-1'))
     (tmp_path / 'damaged.jsonl').write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')
+    gone = tmp_path / 'gone_tokens'; gone.mkdir()  # a checkpoint folder whose run's token folder was deleted since
+    (gone / 'model.ckpt').touch(); (gone / 'meta.json').write_text(json.dumps({'config': {'token_dir': str(tmp_path / 'tokens')}}))
     cases = [([tmp_path / 'missing'], 'no such checkpoint'),
+             ([gone], f'its run read tokens from {tmp_path / "tokens"}, which is gone'),
              ([trained / 'run', '--tokenizer', tmp_path / 'no.model'], 'no such tokenizer'),
              ([trained / 'run', '--tasks', 'arc_easy'], "unknown task 'arc_easy'"),
              ([trained / 'run', '--texts', tmp_path / 'empty.txt'], 'empty file'),
