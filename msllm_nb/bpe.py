@@ -11,11 +11,18 @@ from typing import Callable, Iterator, NamedTuple
 from fastcore.script import call_parse, Param, store_true
 
 # %% auto #0
-__all__ = ['SPECIALS', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces', 'VocabTooSmall', 'train_bpe', 'coverage',
-           'export_hf_tokenizer', 'check_texts', 'Tokenizer', 'load_tokenizer', 'bpe_cli']
+__all__ = ['SPECIALS', 'utf8_lines', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces', 'VocabTooSmall', 'train_bpe',
+           'coverage', 'export_hf_tokenizer', 'check_texts', 'Tokenizer', 'load_tokenizer', 'bpe_cli']
 
 # %% ../nbs/02_bpe.ipynb #8410d7c7
 SPECIALS = dict(unk_id=0, bos_id=1, eos_id=2, pad_id=3)  # <unk> <s> </s> <pad>, the tutorial's ids
+
+def utf8_lines(path:Path)->Iterator[tuple[int, bytes, str]]:
+    "(line number, raw bytes, text) of each line of a UTF-8 file; a bad byte is a one-line error naming the file and line."
+    with open(path, 'rb') as f:  # bytes, decoded line by line
+        for n, raw in enumerate(f, 1):
+            try: yield n, raw, raw.decode('utf-8')
+            except UnicodeDecodeError as e: raise ValueError(f'{path}:{n}: not UTF-8 ({e.reason} at byte {e.start})') from None
 
 def iter_clean_texts(inputs:list, # cleaned JSON-lines files or folders (msllm-clean output)
                      text_field:str='text')->Iterator[tuple[str, str, str]]:
@@ -23,15 +30,12 @@ def iter_clean_texts(inputs:list, # cleaned JSON-lines files or folders (msllm-c
     from msllm_nb.clean import iter_files
     for p in iter_files(inputs):
         if p.suffix != '.jsonl': continue
-        with open(p, 'rb') as f:  # bytes, decoded line by line: a bad byte is reported with its line
-            for n, raw in enumerate(f, 1):
-                try: line = raw.decode('utf-8')
-                except UnicodeDecodeError as e: raise ValueError(f'{p}:{n}: not UTF-8 ({e.reason} at byte {e.start})') from None
-                if not line.strip(): continue
-                try: rec = json.loads(line)
-                except ValueError: raise ValueError(f'{p}:{n}: not a JSON line') from None
-                if not isinstance(rec.get(text_field), str): raise ValueError(f'{p}:{n}: no string field {text_field!r}')
-                yield rec[text_field], rec.get('domain', 'text'), rec.get('source', f'{p}:{n}')
+        for n, _, line in utf8_lines(p):
+            if not line.strip(): continue
+            try: rec = json.loads(line)
+            except ValueError: raise ValueError(f'{p}:{n}: not a JSON line') from None
+            if not isinstance(rec.get(text_field), str): raise ValueError(f'{p}:{n}: no string field {text_field!r}')
+            yield rec[text_field], rec.get('domain', 'text'), rec.get('source', f'{p}:{n}')
 
 def split_key(source:str)->str:
     """The part of a document's source the split hashes: a file's name (with its `:line` when it has one) without the

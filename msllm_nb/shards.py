@@ -25,6 +25,7 @@ def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-
                       seed:int=0)->list[Path]:
     "Globally shuffle documents in bounded memory and write them as size-targeted JSON-lines shards."
     from msllm_nb.clean import iter_files
+    from msllm_nb.bpe import utf8_lines
     files = [p for p in iter_files(inputs) if p.suffix == '.jsonl']
     if not files: raise FileNotFoundError(f'no .jsonl files in {[str(i) for i in inputs]}')
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
@@ -36,11 +37,8 @@ def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-
     buckets = [open(tmp_dir/f'b{i}.jsonl', 'wb') for i in range(k)]
     try:  # lines stay bytes: as one str and its lines, a bucket took ~6x its size
         for p in files:
-            with open(p, 'rb') as f:
-                for n, line in enumerate(f, 1):
-                    try: line.decode('utf-8')
-                    except UnicodeDecodeError as e: raise ValueError(f'{p}:{n}: not UTF-8 ({e.reason} at byte {e.start})') from None
-                    if line.strip(): buckets[rng.randrange(k)].write(line if line.endswith(b'\n') else line + b'\n')
+            for _, line, _ in utf8_lines(p):  # (checked UTF-8, kept as bytes)
+                if line.strip(): buckets[rng.randrange(k)].write(line if line.endswith(b'\n') else line + b'\n')
     finally:
         for b in buckets: b.close()
     shards, fh, size = [], None, 0
