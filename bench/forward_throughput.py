@@ -2,6 +2,9 @@
 
 Each framework runs in its own process (chapter 00's rule). MindSpore is measured in GRAPH mode (the compiled Cell,
 what training uses) and in PyNative (what generation and the notebooks use). Median of REPS timed runs after warm-up.
+Then each side's forward at the larger shape under its profiler (MindSpore's, torch.profiler): the top operators, the
+kernels launched per forward, and what is left of MindSpore's slow CPU `ReduceSum` (issue 24: the training step routes
+the RMSNorm and softmax sums through matmuls; the forward pass shares the model's RMSNorm, so it shares the fix).
 
     python bench/forward_throughput.py        # prints the table and writes bench/results/forward_throughput.md
 """
@@ -13,6 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _report import write_result  # noqa: E402
 SHAPES = [(1, 128), (4, 256)]
 REPS = 5
+
+
+PROFILED = 3  # forwards profiled, at the last shape
 
 
 def torch_forward(hf_dir, shapes, reps):
@@ -28,6 +34,11 @@ def torch_forward(hf_dir, shapes, reps):
             for _ in range(reps):
                 t0 = time.perf_counter(); m(ids); times.append(time.perf_counter() - t0)
         out[(b, t)] = statistics.median(times)
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(PROFILED): m(ids)
+    ops = sorted(((e.key, e.self_cpu_time_total / 1e3 / PROFILED) for e in prof.key_averages()), key=lambda kv: -kv[1])
+    out['profile'] = {'ops': ops[:8], 'total_ms': sum(v for _, v in ops),
+                      'kernels': sum(1 for e in prof.events() if not e.cpu_children) / PROFILED}  # leaf operators
     return out
 
 
@@ -44,7 +55,26 @@ def ms_forward(ckpt, shapes, reps, mode):
         for _ in range(reps):
             t0 = time.perf_counter(); model(ids).asnumpy(); times.append(time.perf_counter() - t0)
         out[(b, t)] = statistics.median(times)
+    if mode == ms.GRAPH_MODE:
+        from msllm_nb.metrics import profile_steps
+        with tempfile.TemporaryDirectory() as d:
+            r = profile_steps(lambda: model(ids).asnumpy(), d, steps=PROFILED, warmup=0, top=10 ** 6)
+        out['profile'] = {'ops': [(o['op'], o['ms_per_step']) for o in r['ops'][:8]], 'total_ms': r['op_ms_per_step'],
+                          'kernels': sum(o['kernels_per_step'] for o in r['ops']),
+                          'reduce_sum_ms': sum(o['ms_per_step'] for o in r['ops'] if o['op'] == 'ReduceSum')}
     return out
+
+
+def profile_table(pt, graph):
+    "Each side's top operators per forward, side by side."
+    b, t = SHAPES[-1]
+    rows = [f'### Where a forward\'s time goes: {b} × {t}', '',
+            f"Operator time per forward: MindSpore {graph['total_ms']:.0f} ms in {graph['kernels']:.0f} kernels (its profiler, host kernels), "
+            f"PyTorch {pt['total_ms']:.0f} ms in {pt['kernels']:.0f} leaf operators (torch.profiler, self CPU time). MindSpore's `ReduceSum`: "
+            f"{graph['reduce_sum_ms']:.1f} ms per forward.", '',
+            '| # | MindSpore operator | ms/forward | PyTorch operator | ms/forward |', '|---|---|---|---|---|']
+    rows += [f'| {i + 1} | {m[0]} | {m[1]:.1f} | {p[0]} | {p[1]:.1f} |' for i, (m, p) in enumerate(zip(graph['ops'], pt['ops']))]
+    return '\n'.join(rows)
 
 
 def main():
@@ -65,7 +95,7 @@ def main():
     for s in SHAPES:
         n = s[0] * s[1]
         lines.append(f'| {s[0]} × {s[1]} | {n / pt[s]:.0f} | {n / graph[s]:.0f} | {pt[s] / graph[s]:.2f} | {n / pyn[s]:.0f} | {pt[s] / pyn[s]:.2f} |')
-    lines.append(f'\nratio = MindSpore ÷ PyTorch tokens/s (same model, weights, inputs; fp32; median of {REPS}).')
+    lines.append(f'\nratio = MindSpore ÷ PyTorch tokens/s (same model, weights, inputs; fp32; median of {REPS}).\n\n' + profile_table(pt['profile'], graph['profile']))
     write_result('forward_throughput', 'Forward throughput: SmolLM2-135M on CPU', '\n'.join(lines))
 
 

@@ -20,6 +20,7 @@ the start of the run (a probe inside a worker that holds a 135M-parameter model 
                                                  # top operators; writes bench/results/train_throughput_fresh.md
     python bench/train_throughput.py --quick     # the tiny size only
     python bench/train_throughput.py --variants  # MindSpore settings tried, each against the shipped one
+    python bench/train_throughput.py --methods   # the same step measured four ways: do the steady-state methods agree?
     python bench/train_throughput.py --live      # two live processes taking turns (SIGSTOP): faster, but biased:
                                                  # the variants run found the first-started process slowed 1.1-1.7x
 """
@@ -40,6 +41,9 @@ SIZES = {
                                 rms_norm_eps=1e-5, rope_theta=100000.0), 1),
 }
 SEQS = (128, 256)
+# Caps on (turns, timed steps, warm-up steps) per size: a SmolLM2-shape step takes 1-2 s and its compile over a minute,
+# so the default run of all three sizes fits in about 40 minutes.
+BUDGET = {'SmolLM2-135M shape': (2, 6, 6)}
 # Steps run after compiling and before timing. MindSpore's first steps after compiling run up to 1.4x slower than
 # its steady state (the warm-up curve in the committed table shows where it settles). Timing 3 steps in a fresh
 # process mostly measures those: measured that way on 2026-12-01 (another machine, the step before its sums were
@@ -166,6 +170,8 @@ VARIANTS = {
     'logits for every position (before)': 'the model runs on all of ids and the loss drops the last position (logits[:, :-1]); shipped until 2026-11-30',
     'reductions by autodiff (before)': "RMSNorm's mean with ops.mean, the softmax's and RMSNorm's gradients by autodiff (ReduceSum), the clipping norm as "
                                        'ops.square(g).sum(), instead of sums as matmuls with a ones vector; shipped until 2026-12-02',
+    'fused flat AdamW': 'one AdamWeightDecay call per decay group over a flat buffer (gradients concatenated, parameters split back: '
+                        'bench/optimizer_flat.py) instead of one per parameter tensor',
 }
 
 
@@ -243,6 +249,9 @@ def _apply_variant(variant):
             return tuple([g * scale.astype(g.dtype) for g in grads]), norm
         M.RMSNorm.construct, TS.clip_by_global_norm = rms, clip_by_global_norm
         del M.Softmax.bprop  # autodiff differentiates ops.softmax
+    elif variant == 'fused flat AdamW':
+        from optimizer_flat import flat_adamw  # (bench/ is on the spawned worker's path: this file's folder)
+        T.make_optimizer = lambda model, **kw: flat_adamw(model, **kw)
     elif variant == 'logits for every position (before)':
         def construct(self, ids): return self.loss_fn(self.model(ids), ids)  # CausalLMLoss slices the last position off
         T.LossCell.construct = construct
@@ -262,14 +271,9 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline', warmup=WAR
             import mindspore as ms
             ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE); ms.set_seed(0)
             _apply_variant(variant)
-            from msllm_nb.model import LlamaForCausalLM
-            from msllm_nb.train_llm import LossCell, TrainStep, make_optimizer
-            model = LlamaForCausalLM(cfg)
+            model, step_cell, step = _ms_step(cfg, ids)
             init = {p.name: p.asnumpy() for p in model.get_parameters()}
             np.savez(weights, **{_ms_to_torch_name(k): v for k, v in init.items()})
-            step_cell = TrainStep(LossCell(model), make_optimizer(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=100000))
-            step_cell.set_train(); x = ms.Tensor(ids)
-            def step(): return float(step_cell(x)[0].asnumpy())
             if 'data sink' in variant.split(' + '):
                 import mindspore.dataset as ds
                 class Same:  # the same batch every step, as a random-access source of known length
@@ -313,8 +317,77 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline', warmup=WAR
         if cmd == 'stop': break
         times, c0 = [], _cpu_s()
         for _ in range(cmd):
-            t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
-        conn.send({'times': times, 'cpu_s': _cpu_s() - c0})  # CPU seconds of all the process's threads over these steps
+            t0 = time.perf_counter(); last = step(); times.append(time.perf_counter() - t0)
+        conn.send({'times': times, 'cpu_s': _cpu_s() - c0, 'last_loss': last})  # CPU seconds of all the process's threads over these steps
+
+
+def _ms_step(cfg, ids):
+    "A shipped MindSpore training step (`TrainStep`, GRAPH mode) on a fresh model seeded 0: (model, step cell, step function)."
+    import mindspore as ms
+    from msllm_nb.model import LlamaForCausalLM
+    from msllm_nb.train_llm import LossCell, TrainStep, make_optimizer
+    ms.set_seed(0)
+    model = LlamaForCausalLM(cfg)
+    step_cell = TrainStep(LossCell(model), make_optimizer(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=100000))
+    step_cell.set_train(); x = ms.Tensor(ids)
+    return model, step_cell, lambda: float(step_cell(x)[0].asnumpy())
+
+
+def pair_worker(fields, batch, seq, warmup, steps, reps, conn):
+    """Method 3 of `--methods`: two MindSpore step cells compiled side by side in ONE process, their turns alternating
+    (no process start, no other framework on the machine); answers each cell's per-step seconds."""
+    os.environ.setdefault('GLOG_v', '3')
+    import numpy as np, mindspore as ms
+    from msllm_nb.model import LlamaConfig
+    ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
+    cfg = LlamaConfig(**fields, max_position_embeddings=max(SEQS))
+    ids = np.random.default_rng(1).integers(3, cfg.vocab_size, (batch, seq)).astype(np.int32)
+    cells = [_ms_step(cfg, ids)[2], _ms_step(cfg, ids)[2]]
+    for c in cells: c()  # compile
+    for _ in range(warmup):
+        for c in cells: c()
+    times = [[], []]
+    for r in range(reps):
+        for k in ((0, 1) if r % 2 == 0 else (1, 0)):
+            for _ in range(steps):
+                t0 = time.perf_counter(); cells[k](); times[k].append(time.perf_counter() - t0)
+    conn.send(times)
+
+
+def measure_methods(steps, reps, warmup=WARMUP):
+    """The same step (tiny size, 8 × 256) measured four ways, one after the other: (1) the committed method, each turn a
+    fresh process with warm-up; (2) two live processes taking turns (SIGSTOP); (3) one process holding two MindSpore
+    step cells; (4) for contrast, fresh processes timing 3 steps right after compiling (no warm-up)."""
+    import train_throughput as H
+    (fields, batch), seq = SIZES[next(iter(SIZES))], max(SEQS)
+    out = {'fresh processes, after warm-up (the committed method)': measure('tiny', fields, batch, seq, steps, reps, fresh=True, warmup=warmup),
+           'two live processes taking turns (SIGSTOP)': measure('tiny', fields, batch, seq, steps, reps, fresh=False, warmup=warmup)}
+    ctx = mp.get_context('spawn'); a, b = ctx.Pipe()
+    p = ctx.Process(target=H.pair_worker, args=(fields, batch, seq, warmup, steps, reps, b)); p.start(); b.close()
+    times = a.recv(); p.join(60)
+    out['one process, two MindSpore step cells alternating'] = {'ms': {'times': times[0]}, 'ms2': {'times': times[1]}}
+    out['fresh processes, 3 steps right after compiling (no warm-up)'] = measure('tiny', fields, batch, seq, 3, reps, fresh=True, warmup=0)
+    return out, batch, seq
+
+
+def methods_table(out, batch, seq, reps):
+    "The methods' MindSpore and PyTorch ms per step with the spread of their turns, and whether the steady-state ones agree."
+    rows = ['| method | MindSpore ms/step (turns) | PyTorch ms/step (turns) | MS ÷ PT (turns) |', '|---|---|---|---|']
+    spans = {}
+    for name, r in out.items():
+        med = {fw: [statistics.median(x) * 1e3 for x in _reps(v['times'], reps)] for fw, v in r.items()}
+        ms_all = med['ms'] + med.get('ms2', [])
+        spans[name] = (min(ms_all), max(ms_all))
+        cell = lambda xs: f"{statistics.median(xs):.0f} ({min(xs):.0f}–{max(xs):.0f})"
+        ratio = [t / m for t, m in zip(med['torch'], med['ms'])] if 'torch' in med else []
+        rows.append(f"| {name} | {cell(ms_all)} | {cell(med['torch']) if 'torch' in med else '—'} | "
+                    f"{f'{statistics.median(ratio):.2f} (' + ' / '.join(f'{x:.2f}' for x in ratio) + ')' if ratio else '—'} |")
+    steady = list(spans.values())[:3]
+    agree = max(lo for lo, _ in steady) <= min(hi for _, hi in steady)
+    return '\n'.join(rows) + (f"\n\nTiny size, {batch} × {seq}; medians of each turn's steps ({reps} turns per side; the one-process method "
+                              "counts each of its two cells' turns). The steady-state methods (the first three) "
+                              + ('agree: their MindSpore turn ranges overlap.' if agree else 'do not agree: their MindSpore turn ranges do not all overlap.')
+                              + ' The last row is what timing a fresh process without warm-up reads.')
 
 
 def _cpu_s():
@@ -335,6 +408,7 @@ def _profile(fw, step, steps=3):
         with tempfile.TemporaryDirectory() as d:
             r = profile_steps(step, d, steps=steps, warmup=0, top=10 ** 6)
         ev, total = [(o['op'], o['ms_per_step']) for o in r['ops']], r['op_ms_per_step']
+        kernels = sum(o['kernels_per_step'] for o in r['ops'])
     else:
         import torch
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -342,7 +416,8 @@ def _profile(fw, step, steps=3):
         ev = sorted(((e.key, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages() if not e.key.startswith('ProfilerStep')),
                     key=lambda kv: -kv[1])
         total = sum(t for _, t in ev)
-    return {'ops': [(k, t, t / total) for k, t in ev[:10]], 'total_ms': total,
+        kernels = sum(1 for e in prof.events() if not e.cpu_children and not e.name.startswith('ProfilerStep')) / steps  # leaf operators
+    return {'ops': [(k, t, t / total) for k, t in ev[:10]], 'total_ms': total, 'kernels': kernels,
             'matmul_ms': sum(t for k, t in ev if k in MATMUL_OPS[fw])}
 
 
@@ -440,8 +515,8 @@ def time_split(profiles):
     """Each side's step (median wall time) split into matmul kernels, other kernels and time
     outside any kernel (wall minus the profiler's operator total), and how many cores its threads kept busy."""
     rows = ['### Where a step\'s time goes, side by side', '',
-            '| model | batch × seq | side | step ms | matmul kernels ms | other kernels ms | outside kernels ms | cores busy | '
-            'MindSpore minus PyTorch per step: matmul / other kernels / outside kernels |', '|---|---|---|---|---|---|---|---|---|']
+            '| model | batch × seq | side | step ms | kernels per step | matmul kernels ms | other kernels ms | outside kernels ms | cores busy | '
+            'MindSpore minus PyTorch per step: matmul / other kernels / outside kernels |', '|---|---|---|---|---|---|---|---|---|---|']
     for label, batch, seq, r in profiles:
         split = {}
         for fw in ('torch', 'ms'):
@@ -451,10 +526,12 @@ def time_split(profiles):
             busy = r[fw]['cpu_s'] / sum(r[fw]['times'])
             gap = '' if fw == 'torch' else ' / '.join(f'{m - t:+.0f} ms ({(m - t) / (split["ms"][0] - split["torch"][0]):.0%})'
                                                      for m, t in zip(split['ms'][1:], split['torch'][1:]))
-            rows.append(f"| {label} | {batch} × {seq} | {'PyTorch' if fw == 'torch' else 'MindSpore'} | {wall:.0f} | {split[fw][1]:.0f} "
+            rows.append(f"| {label} | {batch} × {seq} | {'PyTorch' if fw == 'torch' else 'MindSpore'} | {wall:.0f} | {pr['kernels']:.0f} | {split[fw][1]:.0f} "
                         f"| {split[fw][2]:.0f} | {split[fw][3]:.0f} | {busy:.2f} | {gap} |")
     return '\n'.join(rows) + ('\n\nstep ms: median wall time of the timed steps; kernels: the profiler\'s operator time per step over 3 '
-                               'profiled steps (MindSpore: its profiler\'s host kernels; PyTorch: torch.profiler self CPU time), matmul = '
+                               'profiled steps (MindSpore: its profiler\'s host kernels; PyTorch: torch.profiler self CPU time); kernels per step: '
+                               'the operators launched per step (MindSpore: its profiler\'s kernel count; PyTorch: the profiler\'s leaf '
+                               'operators, those that call no other operator); matmul = '
                                f"{', '.join(sorted(MATMUL_OPS['ms']))} / {', '.join(sorted(MATMUL_OPS['torch']))}; outside kernels: step minus "
                                'kernels (graph executor, launches, memory management; negative when profiled kernels ran slower than the '
                                'timed steps); cores busy: CPU time of all the process\'s threads ÷ wall time over the timed steps '
@@ -473,22 +550,28 @@ def main():
     ap.add_argument('--only', default='', help='with --variants: these variants (comma separated) against the baseline, printed only')
     ap.add_argument('--out', default='', help='with --only: also write the table to bench/results/OUT.md')
     ap.add_argument('--sizes', default='', help='comma-separated starts of size names, e.g. tiny,~100M (default: all; --quick: the first)')
+    ap.add_argument('--methods', action='store_true', help='only the table of measuring methods compared (tiny size, 8 × 256)')
     ap.add_argument('--profile', action='store_true', help="also each side's operators (MindSpore profiler, torch.profiler) and where a step's time goes")
     a = ap.parse_args()
+    if a.methods:
+        out, batch, seq = measure_methods(a.steps, a.reps, a.warmup)
+        write_result('train_throughput_methods', 'Training throughput: one step, four ways of measuring it (CPU)', methods_table(out, batch, seq, a.reps)
+                     + f' Timed: {a.steps} steps per turn after compiling and {a.warmup} warm-up steps (the last row: 3 steps, none).')
+        return
     if a.variants:
         only = [v for v in a.only.split(',') if v]
         unknown = [v for v in only if any(part not in VARIANTS for part in v.split(' + '))]
         if unknown: ap.error(f'--only: unknown variant(s) {unknown}; known: {list(VARIANTS)}')
         res, tok = measure_variants(a.steps, a.reps, only, a.warmup)
         base = tok / statistics.median(res['baseline']['times'])
-        rows = ['| MindSpore setting | what changes | tok/s | vs baseline | each repetition vs baseline | first-step loss | warm-up (compile) s, each repetition |',
-                '|---|---|---|---|---|---|---|']
+        rows = ['| MindSpore setting | what changes | tok/s | vs baseline | each repetition vs baseline | first-step loss | last step\'s loss | warm-up (compile) s, each repetition |',
+                '|---|---|---|---|---|---|---|---|']
         for v in [v for v in VARIANTS if v in res] + [v for v in res if v not in VARIANTS]:
             r, what = res[v], VARIANTS.get(v, 'all of: ' + '; '.join(v.split(' + ')))
-            if 'error' in r: rows.append(f'| {v} | {what} | fails: {r["error"]} | | | | |'); continue
+            if 'error' in r: rows.append(f'| {v} | {what} | fails: {r["error"]} | | | | | |'); continue
             tps = tok / statistics.median(r['times'])
             per = [statistics.median(b) / statistics.median(t) for b, t in zip(_reps(res['baseline']['times'], a.reps), _reps(r['times'], a.reps))]
-            rows.append(f"| {v} | {what} | {tps:.0f} | {tps / base:.2f} | {' / '.join(f'{x:.2f}' for x in per)} | {r['first_loss']:.5f} "
+            rows.append(f"| {v} | {what} | {tps:.0f} | {tps / base:.2f} | {' / '.join(f'{x:.2f}' for x in per)} | {r['first_loss']:.5f} | {r['last_loss']:.5f} "
                         f"| {' / '.join(f'{w:.0f}' for w in r['warmups'])} |")
         if only and not a.out: print('\n'.join(rows)); return  # a partial table is not the committed one
         if only:
@@ -498,6 +581,7 @@ def main():
             return
         write_result('train_throughput_variants', 'Training throughput: MindSpore settings tried (tiny size, 8 × 256, CPU)',
                      '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: median of {a.reps} repetitions × {a.steps} steps each, after compile and {a.warmup} warm-up steps. '
+                     f'Every step trains on the same batch; the last step\'s loss is that of step {1 + a.warmup + a.steps} of the first repetition (a setting that changes what is computed shows there). '
                      'A repetition\'s ratio moves by up to ±0.2 between repetitions and runs on this machine, so a '
                      'setting counts as a win only if every repetition of every run shows one. Rotary as a matmul, which won three earlier runs (1.09, '
                      '1.09, 1.18), was then timed against the slices inside one process, both step cells compiled side by side and their steps '
@@ -515,18 +599,20 @@ def main():
     if unknown := [w for w in want if not any(n.startswith(w) for n in SIZES)]: ap.error(f'--sizes: no size starts with {unknown}; sizes: {list(SIZES)}')
     sizes = ([(n, f) for n, f in SIZES.items() if any(n.startswith(w) for w in want)] if want else
              list(SIZES.items())[:1] if a.quick else list(SIZES.items()))
-    profiles = []
+    profiles, capped = [], []
     from msllm_nb.model import LlamaConfig, param_count
     peak = machine_peaks(); top = max(peak.values())
     for name, (fields, batch) in sizes:
         label = f'{name}, {param_count(LlamaConfig(**fields)) / 1e6:.1f}M params'
+        reps, steps, warmup = (min(x, cap) for x, cap in zip((a.reps, a.steps, a.warmup), BUDGET.get(name, (math.inf,) * 3)))
+        if (reps, steps, warmup) != (a.reps, a.steps, a.warmup): capped.append(f'{name}: {reps} turns × {steps} steps after {warmup} warm-up steps')
         for seq in SEQS:
-            r = measure(name, fields, batch, seq, a.steps, a.reps, a.profile, not a.live, a.warmup)
+            r = measure(name, fields, batch, seq, steps, reps, a.profile, not a.live, warmup)
             if 'profile' in r['ms']: profiles.append((label, batch, seq, r))
             tok = batch * seq
             tps = {fw: tok / statistics.median(r[fw]['times']) for fw in r}
             mfu = {fw: r[fw]['flops_per_token'] * tps[fw] / top for fw in r}
-            per = [statistics.median(p) / statistics.median(m) for p, m in zip(_reps(r['torch']['times'], a.reps), _reps(r['ms']['times'], a.reps))]
+            per = [statistics.median(p) / statistics.median(m) for p, m in zip(_reps(r['torch']['times'], reps), _reps(r['ms']['times'], reps))]
             rows.append(f"| {label} | {batch} × {seq} | {tps['torch']:.0f} | {tps['ms']:.0f} | {tps['ms'] / tps['torch']:.2f} "
                         f"| {' / '.join(f'{x:.2f}' for x in per)} | {mfu['torch']:.1%} | {mfu['ms']:.1%} "
                         f"| {r['torch']['first_loss']:.5f} / {r['ms']['first_loss']:.5f} | {r['ms']['warmup_s']:.0f} |")
@@ -540,7 +626,8 @@ def main():
     threads = f"threads: PyTorch {r['torch']['threads']}, MindSpore runtime_num_threads {r['ms']['threads']}"
     how = 'two live processes, the idle one stopped with SIGSTOP' if a.live else 'each turn a fresh process'
     body = '\n'.join(rows) + (f'\n\nMedian of {a.reps} turns × {a.steps} steps per side, alternating ({how}), after compiling and '
-                              f'{a.warmup} warm-up steps; "each repetition" is the ratio of each turn pair\'s medians (the spread). fp32; '
+                              f'{a.warmup} warm-up steps{" (" + "; ".join(capped) + ")" if capped else ""}; "each repetition" is the ratio '
+                              'of each turn pair\'s medians (the spread). fp32; '
                               f'same initial weights and batch. {peaks}; {threads}.\n\n' + '\n'.join(curves))
     if profiles: body += '\n\n' + time_split(profiles)
     for label, batch, seq, r in profiles:  # where each framework spends the step, by operator type

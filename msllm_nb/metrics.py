@@ -132,16 +132,16 @@ def top_operators(profile_dir:str|Path, # a MindSpore profiler output folder (it
     "Operator time per step from MindSpore's profiler output: by operator type, by phase, and forward time by module."
     d = Path(profile_dir)
     if files := sorted(d.glob('**/FRAMEWORK/cpu_op_detail_info_*.csv')):  # CPU
-        recs = [(r['op_type'], r['full_op_name'], float(r['op_total_time(ms)'])) for f in files for r in csv.DictReader(open(f))]
+        recs = [(r['op_type'], r['full_op_name'], float(r['op_total_time(ms)']), int(r['op_occurrences'])) for f in files for r in csv.DictReader(open(f))]
     elif files := sorted(d.glob('**/ASCEND_PROFILER_OUTPUT/kernel_details.csv')):  # Ascend's layout; not exercised on this CPU machine
-        recs = [(r['Type'], r['Name'], float(r['Duration(us)']) / 1e3) for f in files for r in csv.DictReader(open(f))]
+        recs = [(r['Type'], r['Name'], float(r['Duration(us)']) / 1e3, 1) for f in files for r in csv.DictReader(open(f))]  # one row per launch
     else: raise FileNotFoundError(f'{d}: no operator table from the profiler (FRAMEWORK/cpu_op_detail_info_*.csv or '
                                   'ASCEND_PROFILER_OUTPUT/kernel_details.csv): did the profiled steps run on this rank?')
     total = sum(r[2] for r in recs)
     by_op, kernels, by_phase, by_mod = defaultdict(float), defaultdict(int), defaultdict(float), defaultdict(float)
-    for typ, name, ms_ in recs:
+    for typ, name, ms_, launches in recs:  # CPU: a row per kernel of the graph, with its launches over the profiled steps
         phase, mod = _op_place(name)
-        by_op[typ] += ms_; kernels[typ] += 1; by_phase[phase] += ms_
+        by_op[typ] += ms_; kernels[typ] += launches; by_phase[phase] += ms_
         if phase == 'forward': by_mod[mod] += ms_
     table = lambda dd, key: [{key: k, 'ms_per_step': v / steps, 'share': v / total} for k, v in sorted(dd.items(), key=lambda kv: -kv[1])]
     ops = table(by_op, 'op')
