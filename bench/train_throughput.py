@@ -42,7 +42,7 @@ SIZES = {
 }
 SEQS = (128, 256)
 # Caps on (turns, timed steps, warm-up steps) per size: a SmolLM2-shape step takes 1-2 s and its compile over a minute,
-# so the default run of all three sizes fits in about 40 minutes.
+# so the default run of all three sizes fits in about 25 minutes with --profile (21 on 2026-12-04).
 BUDGET = {'SmolLM2-135M shape': (2, 6, 6)}
 # Steps run after compiling and before timing. MindSpore's first steps after compiling run up to 1.4x slower than
 # its steady state (the warm-up curve in the committed table shows where it settles). Timing 3 steps in a fresh
