@@ -1,5 +1,5 @@
-"""Shared by the benchmarks: print a result table and commit-ready copy under bench/results/."""
-import os, time
+"""Shared by the benchmarks: print a result table and commit-ready copy under bench/results/; run each framework alone."""
+import json, os, subprocess, sys, time
 from pathlib import Path
 
 
@@ -9,3 +9,14 @@ def write_result(name, title, body):
     print(body)
     out = Path(__file__).parent / 'results'; out.mkdir(exist_ok=True)
     (out / f'{name}.md').write_text(f'# {title}\n\n{body}\n')
+
+
+def each_framework(script, mindspore, torch):
+    """MindSpore's and PyTorch's results, each measured in a fresh process of its own: `script` (the calling benchmark)
+    runs again with --ms and with --torch, and prints `mindspore()` or `torch()` as JSON. In those children this returns
+    None after printing: the caller's `main` then stops."""
+    if len(sys.argv) > 1 and sys.argv[1] in ('--ms', '--torch'):
+        print(json.dumps(mindspore() if sys.argv[1] == '--ms' else torch())); return None
+    run = lambda flag: json.loads(subprocess.run([sys.executable, script, flag], capture_output=True, text=True,
+                                                 check=True).stdout.strip().splitlines()[-1])
+    return run('--ms'), run('--torch')

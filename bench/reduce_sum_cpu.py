@@ -10,8 +10,11 @@ REPS calls after WARMUP calls, float32, all cores. Needs only mindspore, numpy a
 
     python bench/reduce_sum_cpu.py    # prints the table and writes bench/results/reduce_sum_cpu.md
 """
-import json, os, platform, statistics, subprocess, sys, time
+import os, platform, statistics, sys, time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _report import each_framework, write_result  # noqa: E402
 
 # name → (shape, axis summed, where a training step makes it)
 CASES = {
@@ -81,11 +84,8 @@ def _torch():
 
 def main():
     os.environ.setdefault('GLOG_v', '3')
-    if len(sys.argv) > 1 and sys.argv[1] in ('--ms', '--torch'):
-        print(json.dumps(_mindspore() if sys.argv[1] == '--ms' else _torch())); return
-    run = lambda flag: json.loads(subprocess.run([sys.executable, __file__, flag], capture_output=True, text=True,
-                                                 check=True).stdout.strip().splitlines()[-1])
-    m, t = run('--ms'), run('--torch')
+    if (got := each_framework(__file__, _mindspore, _torch)) is None: return  # (a child: it printed its side)
+    m, t = got
     alone = lambda ms_, a, b: f"{max(ms_ - a['slice only'], 0) / b['torch.sum']:.0f}"  # MindSpore's time less its graph-call cost
     rows = ['| sum | shape | axis | MindSpore ReduceSum ms | MindSpore as matmul ms | MindSpore slice only ms | PyTorch ms | NumPy ms '
             '| kernel alone: ReduceSum ÷ PyTorch | kernel alone: matmul ÷ PyTorch | matmul\'s max rel. error | where |', '|---|---|---|---|---|---|---|---|---|---|---|---|']
@@ -94,8 +94,6 @@ def main():
         rows.append(f"| {name} | {list(shape)} | {axis} | {a['ReduceSum']:.2f} | {a['as matmul']:.2f} | {a['slice only']:.2f} "
                     f"| {b['torch.sum']:.2f} | {b['np.sum']:.2f} | {alone(a['ReduceSum'], a, b)} | {alone(a['as matmul'], a, b)} "
                     f"| {a['matmul max rel. error']:.1e} | {where} |")
-    sys.path.insert(0, str(Path(__file__).parent))
-    from _report import write_result
     write_result('reduce_sum_cpu', 'MindSpore CPU ReduceSum against PyTorch and NumPy, and the matmul that routes around it',
                  '\n'.join(rows) + f"\n\nMindSpore {m['version']}, PyTorch {t['version']}, Python {platform.python_version()}, "
                  f'{platform.machine()}; float32; median of {REPS} calls after {WARMUP}, each framework in a process of its own. '
