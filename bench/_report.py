@@ -20,3 +20,8 @@ def each_framework(script, mindspore, torch):
     run = lambda flag: json.loads(subprocess.run([sys.executable, script, flag], capture_output=True, text=True,
                                                  check=True).stdout.strip().splitlines()[-1])
     return run('--ms'), run('--torch')
+
+
+def torch_kernels(prof, steps):
+    "PyTorch's operators run per step in a torch.profiler trace: its leaf operators, those that call no other operator."
+    return sum(1 for e in prof.events() if not e.cpu_children and not e.name.startswith('ProfilerStep')) / steps

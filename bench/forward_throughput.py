@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import write_result  # noqa: E402
+from _report import torch_kernels, write_result  # noqa: E402
 SHAPES = [(1, 128), (4, 256)]
 REPS = 5
 
@@ -38,7 +38,7 @@ def torch_forward(hf_dir, shapes, reps):
         for _ in range(PROFILED): m(ids)
     ops = sorted(((e.key, e.self_cpu_time_total / 1e3 / PROFILED) for e in prof.key_averages()), key=lambda kv: -kv[1])
     out['profile'] = {'ops': ops[:8], 'total_ms': sum(v for _, v in ops),
-                      'kernels': sum(1 for e in prof.events() if not e.cpu_children) / PROFILED}  # leaf operators
+                      'kernels': torch_kernels(prof, PROFILED)}
     return out
 
 

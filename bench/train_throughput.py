@@ -28,7 +28,7 @@ import argparse, math, multiprocessing as mp, os, re, signal, statistics, sys, t
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import write_result  # noqa: E402
+from _report import torch_kernels, write_result  # noqa: E402
 
 # name → (LlamaConfig fields, batch size); seq lengths below. Batches are scaled so a step takes seconds on 2 cores.
 SIZES = {
@@ -416,7 +416,7 @@ def _profile(fw, step, steps=3):
         ev = sorted(((e.key, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages() if not e.key.startswith('ProfilerStep')),
                     key=lambda kv: -kv[1])
         total = sum(t for _, t in ev)
-        kernels = sum(1 for e in prof.events() if not e.cpu_children and not e.name.startswith('ProfilerStep')) / steps  # leaf operators
+        kernels = torch_kernels(prof, steps)
     return {'ops': [(k, t, t / total) for k, t in ev[:10]], 'total_ms': total, 'kernels': kernels,
             'matmul_ms': sum(t for k, t in ev if k in MATMUL_OPS[fw])}
 
