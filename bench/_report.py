@@ -1,5 +1,5 @@
 """Shared by the benchmarks: print a result table and commit-ready copy under bench/results/; run each framework alone."""
-import json, os, subprocess, sys, time
+import json, os, platform, subprocess, sys, time
 from pathlib import Path
 
 
@@ -20,6 +20,11 @@ def each_framework(script, mindspore, torch):
     run = lambda flag: json.loads(subprocess.run([sys.executable, script, flag], capture_output=True, text=True,
                                                  check=True).stdout.strip().splitlines()[-1])
     return run('--ms'), run('--torch')
+
+
+def versions(m, t):
+    "The line naming what `each_framework` measured: MindSpore's and PyTorch's versions (their results' 'version'), Python, the machine."
+    return f"MindSpore {m['version']}, PyTorch {t['version']}, Python {platform.python_version()}, {platform.machine()}"
 
 
 def torch_kernels(prof, steps):

@@ -72,7 +72,7 @@ def main(small=40, large=160, reps=5):
     (s, _), (l, _) = (inputs[small][1], 0), (inputs[large][1], 0)
     ts, os_, tl, ol = med['tut', small], med['ours', small], med['tut', large], med['ours', large]
     rate_t, rate_o = (l - s) / (tl - ts), (l - s) / (ol - os_)
-    lines = [f'| input | tutorial `clean_text`, line by line, 1 process (baseline), MB/s | `msllm-clean`, 2 processes, MB/s | ratio |',
+    lines = ['| input | tutorial `clean_text`, line by line, 1 process (baseline), MB/s | `msllm-clean`, 2 processes, MB/s | ratio |',
              '|---|---|---|---|',
              f'| {s:.0f} MB | {s / ts:.1f} ({spread(("tut", small), s)}) | {s / os_:.1f} ({spread(("ours", small), s)}) | {ts / os_:.2f} |',
              f'| {l:.0f} MB | {l / tl:.1f} ({spread(("tut", large), l)}) | {l / ol:.1f} ({spread(("ours", large), l)}) | {tl / ol:.2f} |',

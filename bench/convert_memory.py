@@ -10,7 +10,7 @@ own memory beside the interpreter + framework baseline.
 
     python bench/convert_memory.py            # prints the table and writes bench/results/convert_memory.md
 """
-import json, os, subprocess, sys, tempfile, textwrap, time
+import os, subprocess, sys, tempfile, textwrap, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

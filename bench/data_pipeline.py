@@ -9,7 +9,7 @@
 
     python bench/data_pipeline.py [SMALL_MB LARGE_MB]   # default 500 2000 (about 16 minutes); writes bench/results/data_pipeline.md
 """
-import json, os, random, subprocess, sys, tempfile, textwrap, time
+import json, os, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

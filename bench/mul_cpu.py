@@ -12,11 +12,11 @@ Each framework runs in a process of its own, float32, all cores; median of REPS 
 
     python bench/mul_cpu.py    # prints the table and writes bench/results/mul_cpu.md
 """
-import os, platform, statistics, sys, time
+import os, statistics, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import each_framework, write_result  # noqa: E402
+from _report import each_framework, versions, write_result  # noqa: E402
 
 # name → (shape of x, shape of the other factor (() for a scalar), where a training step makes it): the 27M size, 4 × 256
 CASES = {
@@ -97,8 +97,8 @@ def main():
                     f"| {ratio} | {a['one call']:.2f} | {where} |")
     print('\n'.join(rows))
     write_result('mul_cpu', "MindSpore's CPU Mul against PyTorch and NumPy, at a training step's shapes",
-                 '\n'.join(rows) + f"\n\nMindSpore {m['version']}, PyTorch {t['version']}, Python {platform.python_version()}, "
-                 f'{platform.machine()}; float32; per multiply: the median time of a chain of {CHAIN} multiplies minus that of one, '
+                 '\n'.join(rows) + f'\n\n{versions(m, t)}; '
+                 f'float32; per multiply: the median time of a chain of {CHAIN} multiplies minus that of one, '
                  f'÷ {CHAIN - 1} ({REPS} calls each after {WARMUP}); each framework in a process of its own. "One call" is '
                  "MindSpore's whole call of the one-multiply graph, result copied out: the fixed cost the subtraction removes.")
 

@@ -10,11 +10,11 @@ REPS calls after WARMUP calls, float32, all cores. Needs only mindspore, numpy a
 
     python bench/reduce_sum_cpu.py    # prints the table and writes bench/results/reduce_sum_cpu.md
 """
-import os, platform, statistics, sys, time
+import os, statistics, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import each_framework, write_result  # noqa: E402
+from _report import each_framework, versions, write_result  # noqa: E402
 
 # name → (shape, axis summed, where a training step makes it)
 CASES = {
@@ -95,8 +95,8 @@ def main():
                     f"| {b['torch.sum']:.2f} | {b['np.sum']:.2f} | {alone(a['ReduceSum'], a, b)} | {alone(a['as matmul'], a, b)} "
                     f"| {a['matmul max rel. error']:.1e} | {where} |")
     write_result('reduce_sum_cpu', 'MindSpore CPU ReduceSum against PyTorch and NumPy, and the matmul that routes around it',
-                 '\n'.join(rows) + f"\n\nMindSpore {m['version']}, PyTorch {t['version']}, Python {platform.python_version()}, "
-                 f'{platform.machine()}; float32; median of {REPS} calls after {WARMUP}, each framework in a process of its own. '
+                 '\n'.join(rows) + f'\n\n{versions(m, t)}; '
+                 f'float32; median of {REPS} calls after {WARMUP}, each framework in a process of its own. '
                  'MindSpore times include the fixed cost of calling a compiled graph and copying the result out '
                  '(`asnumpy`); "slice only" is that cost for a graph that reads the same tensor and sums nothing, and the "kernel alone" '
                  'ratios subtract it before dividing by PyTorch\'s time. '

@@ -172,6 +172,10 @@ VARIANTS = {
                                        'ops.square(g).sum(), instead of sums as matmuls with a ones vector; shipped until 2026-12-02',
     'fused flat AdamW': 'one AdamWeightDecay call per decay group over a flat buffer (gradients concatenated, parameters split back: '
                         'bench/optimizer_flat.py) instead of one per parameter tensor',
+    'AdamW through the Adam kernel': "each matrix scaled by 1 − lr·wd (Mul, Assign), then MindSpore's Adam kernel with bias correction off, instead of "
+                                 'AdamWeightDecay, whose CPU kernel takes about 4x as long (bench/adam_cpu.py); the same update up to rounding',
+    'operands broadcast first': "ops.broadcast_to before each Mul/Add/Sub whose other operand is broadcast (RMSNorm's weight and 1/rms, the "
+                                "rotary tables, the causal mask, the softmax gradient's row sums): bench/mul_cpu.py's slow broadcast Mul",
 }
 
 
@@ -186,6 +190,37 @@ def _training_attention(scores, ops, M):
         y = ops.matmul(ops.softmax(scores(self, q, k, mask), -1), v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
         return self.wo(y), k, v
     return attention
+
+
+def _broadcast_first(ms, ops):
+    "The `operands broadcast first` variant: model.py's RMSNorm, softmax gradient and attention with every broadcast operand expanded first."
+    import msllm_nb.model as M
+    ex = lambda t, like: ops.broadcast_to(t, like.shape)
+    def norm(self, x):
+        r = ops.rsqrt(M.row_sum(ops.square(x)) / x.shape[-1] + self.eps)
+        return x * ex(r, x), r
+    def rms(self, x, w):
+        xn = self._norm(x)[0].astype(w.dtype)
+        return ex(w, xn) * xn
+    def rms_bprop(self, x, w, out, dout):
+        D = x.shape[-1]; n = x.size // D
+        xn, r = self._norm(x.astype(ms.float32)); d = dout.astype(ms.float32)
+        dw = ops.matmul(ops.ones((1, n), ms.float32), (d * xn).reshape(n, D)).reshape(D)
+        g = d * ex(w.astype(ms.float32), d)
+        return ex(r, g) * (g - xn * ex(M.row_sum(g * xn) / D, g)), dw.astype(self.w_dtype)
+    def softmax_bprop(self, x, out, dout): return ((out * (dout - ex(M.row_sum(dout * out), out))).astype(self.dtype),)
+    def attention(self, x, cos, sin, mask, past_k=None, past_v=None):  # the training path (no cache, no GQA)
+        B, T, _ = x.shape
+        q = self.wq(x).reshape(B, T, self.nh, self.hd).swapaxes(1, 2)
+        k = self.wk(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+        v = self.wv(x).reshape(B, T, self.nkv, self.hd).swapaxes(1, 2)
+        q = q * ex(cos, q) + M.rotate_half(q) * ex(sin, q)
+        k = k * ex(cos, k) + M.rotate_half(k) * ex(sin, k)
+        att = self.qk(q, k) * self.scale
+        att = self.softmax(att + ex(mask, att))
+        return self.wo(ops.matmul(att, v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)), k, v
+    M._RMSNormCore._norm, M._RMSNormCore.construct, M._RMSNormCore.bprop = norm, rms, rms_bprop
+    M.Softmax.bprop, M.Attention.construct = softmax_bprop, attention
 
 
 def _apply_variant(variant):
@@ -252,6 +287,11 @@ def _apply_variant(variant):
     elif variant == 'fused flat AdamW':
         from optimizer_flat import flat_adamw  # (bench/ is on the spawned worker's path: this file's folder)
         T.make_optimizer = lambda model, **kw: flat_adamw(model, **kw)
+    elif variant == 'AdamW through the Adam kernel':
+        from adam_cpu import adamw_by_adam  # (bench/ is on the spawned worker's path)
+        T.make_optimizer = lambda model, **kw: adamw_by_adam(model, **kw)
+    elif variant == 'operands broadcast first':
+        _broadcast_first(ms, ops)
     elif variant == 'logits for every position (before)':
         def construct(self, ids): return self.loss_fn(self.model(ids), ids)  # CausalLMLoss slices the last position off
         T.LossCell.construct = construct
@@ -445,12 +485,12 @@ def _reps(times, reps):
     return [times[i * n:(i + 1) * n] for i in range(reps)]
 
 
-def measure_variants(steps, reps, only=None, warmup=WARMUP):
-    """MindSpore tok/s of each VARIANTS entry on the tiny size at seq 256. Each turn is a fresh process, alone on the
+def measure_variants(steps, reps, only=None, warmup=WARMUP, size=None):
+    """MindSpore tok/s of each VARIANTS entry on the tiny size (or `size`) at seq 256. Each turn is a fresh process, alone on the
     machine (compile, 2 warm-up steps, then `steps` timed steps); the order is reversed every other repetition.
     An earlier version kept all variants alive and took turns with SIGSTOP, like `measure`: there the first-started
     process (the baseline) came out 1.1-1.7x slower than every variant, while fresh processes ranked it first."""
-    (fields, batch), seq = SIZES[next(iter(SIZES))], max(SEQS)
+    (fields, batch), seq = SIZES[size or next(iter(SIZES))], max(SEQS)
     names = ['baseline', *[v for v in only if v != 'baseline']] if only else list(VARIANTS)
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -511,6 +551,13 @@ def measure(name, fields, batch, seq, steps, reps, profile=False, fresh=False, w
     return res
 
 
+def _gap(split, least=0.05):
+    "MindSpore minus PyTorch per part of the step; each part's share of the whole gap only where that gap is at least `least` of PyTorch's step."
+    whole = split['ms'][0] - split['torch'][0]
+    share = (lambda d: f' ({d / whole:.0%})') if abs(whole) >= least * split['torch'][0] else (lambda d: '')
+    return ' / '.join(f'{m - t:+.0f} ms{share(m - t)}' for m, t in zip(split['ms'][1:], split['torch'][1:]))
+
+
 def time_split(profiles):
     """Each side's step (median wall time) split into matmul kernels, other kernels and time
     outside any kernel (wall minus the profiler's operator total), and how many cores its threads kept busy."""
@@ -524,8 +571,7 @@ def time_split(profiles):
             pr = r[fw]['profile']
             split[fw] = (wall, pr['matmul_ms'], pr['total_ms'] - pr['matmul_ms'], wall - pr['total_ms'])
             busy = r[fw]['cpu_s'] / sum(r[fw]['times'])
-            gap = '' if fw == 'torch' else ' / '.join(f'{m - t:+.0f} ms ({(m - t) / (split["ms"][0] - split["torch"][0]):.0%})'
-                                                     for m, t in zip(split['ms'][1:], split['torch'][1:]))
+            gap = '' if fw == 'torch' else _gap(split)
             rows.append(f"| {label} | {batch} × {seq} | {'PyTorch' if fw == 'torch' else 'MindSpore'} | {wall:.0f} | {pr['kernels']:.0f} | {split[fw][1]:.0f} "
                         f"| {split[fw][2]:.0f} | {split[fw][3]:.0f} | {busy:.2f} | {gap} |")
     return '\n'.join(rows) + ('\n\nstep ms: median wall time of the timed steps; kernels: the profiler\'s operator time per step over 3 '
@@ -536,7 +582,7 @@ def time_split(profiles):
                                'kernels (graph executor, launches, memory management; negative when profiled kernels ran slower than the '
                                'timed steps); cores busy: CPU time of all the process\'s threads ÷ wall time over the timed steps '
                                f'({os.cpu_count()} cores; spinning pool threads count as busy). The last column splits MindSpore\'s step '
-                               'minus PyTorch\'s into the three parts (share of the gap in brackets).')
+                               'minus PyTorch\'s into the three parts (in brackets, each part\'s share of the gap, where the gap is at least 5 % of PyTorch\'s step).')
 
 
 def main():
@@ -549,7 +595,7 @@ def main():
     ap.add_argument('--live', action='store_true', help='two live processes taking turns, instead of every turn in a new process')
     ap.add_argument('--only', default='', help='with --variants: these variants (comma separated) against the baseline, printed only')
     ap.add_argument('--out', default='', help='with --only: also write the table to bench/results/OUT.md')
-    ap.add_argument('--sizes', default='', help='comma-separated starts of size names, e.g. tiny,~100M (default: all; --quick: the first)')
+    ap.add_argument('--sizes', default='', help='comma-separated starts of size names, e.g. tiny,~100M (default: all; --quick: the first; with --variants --only: the one size measured)')
     ap.add_argument('--methods', action='store_true', help='only the table of measuring methods compared (tiny size, 8 × 256)')
     ap.add_argument('--profile', action='store_true', help="also each side's operators (MindSpore profiler, torch.profiler) and where a step's time goes")
     a = ap.parse_args()
@@ -562,7 +608,9 @@ def main():
         only = [v for v in a.only.split(',') if v]
         unknown = [v for v in only if any(part not in VARIANTS for part in v.split(' + '))]
         if unknown: ap.error(f'--only: unknown variant(s) {unknown}; known: {list(VARIANTS)}')
-        res, tok = measure_variants(a.steps, a.reps, only, a.warmup)
+        size = next((n for n in SIZES if any(n.startswith(w.strip()) for w in a.sizes.split(',') if w.strip())), None)
+        if a.sizes and (size is None or not only): ap.error('--sizes with --variants: one known size, and --only (the committed table is the tiny size)')
+        res, tok = measure_variants(a.steps, a.reps, only, a.warmup, size)
         base = tok / statistics.median(res['baseline']['times'])
         rows = ['| MindSpore setting | what changes | tok/s | vs baseline | each repetition vs baseline | first-step loss | last step\'s loss | warm-up (compile) s, each repetition |',
                 '|---|---|---|---|---|---|---|---|']
@@ -575,7 +623,8 @@ def main():
                         f"| {' / '.join(f'{w:.0f}' for w in r['warmups'])} |")
         if only and not a.out: print('\n'.join(rows)); return  # a partial table is not the committed one
         if only:
-            write_result(a.out, f'Training throughput: {", ".join(only)} against the shipped step (tiny size, 8 × {max(SEQS)}, CPU)',
+            shape = f'{size or next(iter(SIZES))}, {SIZES[size or next(iter(SIZES))][1]} × {max(SEQS)}'
+            write_result(a.out, f'Training throughput: {", ".join(only)} against the shipped step ({shape}, CPU)',
                          '\n'.join(rows) + f'\n\nEach variant in a fresh process, alone on the machine, order reversed every other repetition: '
                          f'median of {a.reps} repetitions × {a.steps} steps each, after compile and {a.warmup} warm-up steps.')
             return

@@ -8,10 +8,9 @@ import os
 os.environ.setdefault('GLOG_v', '3')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')  # local files only: nothing is fetched from a hub
 import contextlib, functools, hashlib, itertools, json, math, multiprocessing as mp, random, re, shutil, sys
-from collections import Counter
 from pathlib import Path
 import numpy as np
-from fastcore.script import call_parse, Param, store_true
+from fastcore.script import call_parse, Param
 
 # %% auto #0
 __all__ = ['shuffle_and_shard', 'group_of', 'ShardWriter', 'write_meta', 'tokenize_shards', 'hf_token_folder', 'TokenStore',

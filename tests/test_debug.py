@@ -2,7 +2,6 @@
 notebook does not use: diverged ranks, a NaN from the command line, unreadable folders), and `msllm-commcheck` under
 a plain mpirun and with an unreachable scheduler."""
 import json, sys
-from pathlib import Path
 import pytest
 from train_helpers import BIN, run, launch_report
 import msllm_nb.train_llm as tl
@@ -76,7 +75,7 @@ def test_a_batch_with_every_label_masked_stops_the_run_and_is_named(tmp_path):
 
 def test_a_divergence_is_found_where_it_starts_and_doctor_advises_a_healthy_checkpoint(tokens, tmp_path):
     "lr=1e3: the loss spikes long before any NaN; doctor names the spike's step and never a checkpoint written after it."
-    r = run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=1e3', 'min_lr=1e3', 'save_every=1', 'keep=8', 'steps=12')])
+    run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=1e3', 'min_lr=1e3', 'save_every=1', 'keep=8', 'steps=12')])
     tr = tl.read_metrics(tmp_path, 'train')
     broke = tl.first_abnormal_step(tr, 8192)
     assert broke is not None and broke[0] <= 3, (broke, [(x['step'], x['loss'], x['grad_norm']) for x in tr])

@@ -1,5 +1,5 @@
 """Integration checks for chapter 00 and 00·1: env_report on the real install, every failure of `msllm-env`, reference processes, the roadmap runner."""
-import json, os, re, subprocess, sys, textwrap
+import json, os, re, subprocess, sys
 from pathlib import Path
 import importlib.metadata as md
 import pytest

@@ -10,7 +10,7 @@ import pytest
 
 import msllm_nb.train_llm as tl
 
-from train_helpers import BIN, STEPS, args, run, train_records, final_weights, digests, check_dp, one_record_per_step
+from train_helpers import BIN, STEPS, args, run, train_records, final_weights, check_dp, one_record_per_step
 
 
 # ---- entry points and errors before compute

@@ -10,7 +10,7 @@ import msllm_nb.model as msm
 import msllm_nb.formats as msf
 import msllm_nb.train_llm as tl
 import msllm_nb.zero as z
-from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, final_weights, digests, check_dp, one_record_per_step
+from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step
 
 
 # ---- the estimator (no compute)
