@@ -1,5 +1,5 @@
 """Shared by the benchmarks: print a result table and commit-ready copy under bench/results/; run each framework alone."""
-import json, os, platform, subprocess, sys, time
+import json, os, platform, statistics, subprocess, sys, time
 from pathlib import Path
 
 
@@ -20,6 +20,15 @@ def each_framework(script, mindspore, torch):
     run = lambda flag: json.loads(subprocess.run([sys.executable, script, flag], capture_output=True, text=True,
                                                  check=True).stdout.strip().splitlines()[-1])
     return run('--ms'), run('--torch')
+
+
+def median_ms(fn, warmup, reps):
+    "Median wall time of `reps` calls of `fn` after `warmup` untimed ones, in milliseconds (`fn` must wait for its result)."
+    for _ in range(warmup): fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e3
 
 
 def versions(m, t):

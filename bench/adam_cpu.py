@@ -17,11 +17,11 @@ change of a parameter (the same update up to float32 rounding, not bit for bit).
 
     python bench/adam_cpu.py    # prints the table and writes bench/results/adam_cpu.md
 """
-import os, statistics, sys, time
+import os, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _report import each_framework, versions, write_result  # noqa: E402
+from _report import each_framework, median_ms, versions, write_result  # noqa: E402
 
 # name → parameter shape (the 27M size: hidden 512, feed-forward 1376, vocabulary 8192)
 CASES = {'attention projection': (512, 512), 'feed-forward matrix': (1376, 512), 'embedding table': (8192, 512)}
@@ -37,12 +37,7 @@ def _inputs(shape):
     return (0.02 * rng.standard_normal(shape)).astype(np.float32), (0.1 * g).astype(np.float32), (1e-2 * g * g).astype(np.float32), g
 
 
-def _median_ms(fn):
-    for _ in range(WARMUP): fn()
-    ts = []
-    for _ in range(REPS):
-        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+def _median_ms(fn): return median_ms(fn, WARMUP, REPS)
 
 
 def _ms_cells():

@@ -174,6 +174,8 @@ VARIANTS = {
                         'bench/optimizer_flat.py) instead of one per parameter tensor',
     'AdamW through the Adam kernel': "each matrix scaled by 1 − lr·wd (Mul, Assign), then MindSpore's Adam kernel with bias correction off, instead of "
                                  'AdamWeightDecay, whose CPU kernel takes about 4x as long (bench/adam_cpu.py); the same update up to rounding',
+    'fused RMSNorm (ops.Custom)': "RMSNorm's forward and its gradient each one C++ kernel (ops.Custom, CPU AOT, built with g++: "
+                                  'bench/rmsnorm_custom.py) instead of about 7 and 13 MindSpore kernels',
     'operands broadcast first': "ops.broadcast_to before each Mul/Add/Sub whose other operand is broadcast (RMSNorm's weight and 1/rms, the "
                                 "rotary tables, the causal mask, the softmax gradient's row sums): bench/mul_cpu.py's slow broadcast Mul",
 }
@@ -290,6 +292,10 @@ def _apply_variant(variant):
     elif variant == 'AdamW through the Adam kernel':
         from adam_cpu import adamw_by_adam  # (bench/ is on the spawned worker's path)
         T.make_optimizer = lambda model, **kw: adamw_by_adam(model, **kw)
+    elif variant == 'fused RMSNorm (ops.Custom)':
+        import msllm_nb.model as M
+        from rmsnorm_custom import fused_core  # (bench/ is on the spawned worker's path)
+        M._RMSNormCore = fused_core  # what RMSNorm.__init__ builds its core with
     elif variant == 'operands broadcast first':
         _broadcast_first(ms, ops)
     elif variant == 'logits for every position (before)':
