@@ -142,7 +142,6 @@ def main():
         ratio = f"{a['AdamWeightDecay'] / b['torch fused']:.1f}" if b['torch fused'] > 0 else '—'
         rows.append(f"| {name} | {list(shape)} | {a['AdamWeightDecay']:.2f} | {a['decay, then Adam']:.2f} | {b['torch foreach']:.2f} "
                     f"| {b['torch fused']:.2f} | {b['numpy']:.2f} | {ratio} | {a['diff']:.1e} |")
-    print('\n'.join(rows))
     write_result('adam_cpu', "MindSpore's CPU AdamWeightDecay against its Adam kernel, PyTorch and NumPy, at the 27M size's shapes",
                  '\n'.join(rows) + f'\n\n{versions(m, t)}; '
                  f'float32; lr {LR}, betas {BETA1}/{BETA2}, eps {EPS}, weight decay {WD}; per update: the median '

@@ -95,7 +95,6 @@ def main():
         ratio = f"{a['kernel'] / b['torch']:.1f}" if b['torch'] > 0 else '—'
         rows.append(f"| {name} | {list(shape)} | {list(other) or 'scalar'} | {a['kernel']:.2f} | {b['torch']:.2f} | {b['numpy']:.2f} "
                     f"| {ratio} | {a['one call']:.2f} | {where} |")
-    print('\n'.join(rows))
     write_result('mul_cpu', "MindSpore's CPU Mul against PyTorch and NumPy, at a training step's shapes",
                  '\n'.join(rows) + f'\n\n{versions(m, t)}; '
                  f'float32; per multiply: the median time of a chain of {CHAIN} multiplies minus that of one, '
