@@ -463,8 +463,11 @@ def _profile(fw, step, steps=3):
                     key=lambda kv: -kv[1])
         total = sum(t for _, t in ev)
         kernels = torch_kernels(prof, steps)
-    return {'ops': [(k, t, t / total) for k, t in ev[:10]], 'total_ms': total, 'kernels': kernels,
-            'matmul_ms': sum(t for k, t in ev if k in MATMUL_OPS[fw])}
+    out = {'ops': [(k, t, t / total) for k, t in ev[:10]], 'total_ms': total, 'kernels': kernels, 'by_op': dict(ev),
+           'matmul_ms': sum(t for k, t in ev if k in MATMUL_OPS[fw])}
+    if fw != 'ms':  # PyTorch's whole AdamW update: the record around it, its operators included (total, not self, time)
+        out['by_op']['AdamW update'] = sum(e.cpu_time_total for e in prof.key_averages() if e.key.startswith('Optimizer.step')) / 1e3 / steps
+    return out
 
 
 def _threads(fw):
@@ -591,6 +594,47 @@ def time_split(profiles):
                                'minus PyTorch\'s into the three parts (in brackets, each part\'s share of the gap, where the gap is at least 5 % of PyTorch\'s step).')
 
 
+# MindSpore CPU kernels found slower than PyTorch's: operator, its PyTorch counterpart(s) in the profile, where it is reproduced alone
+SLOW_KERNELS = [
+    ('Mul', ('aten::mul',), '`bench/mul_cpu.py` (`bench/results/mul_cpu.md`): slow where one operand is broadcast (the RMSNorm '
+                            'weight and 1/rms, the rotary tables); a same-shape Mul is within 2-3x'),
+    ('AdamWeightDecay', ('AdamW update',), '`bench/adam_cpu.py` (`bench/results/adam_cpu.md`): one kernel per tensor, many times '
+                                           'PyTorch\'s AdamW; MindSpore\'s own Adam kernel does the same update faster. PyTorch\'s side '
+                                           'is its whole update, every operator inside `optimizer.step()` (its in-place mul_, sqrt, div...)'),
+    ('ReduceSum', ('aten::sum',), '`bench/reduce_sum_cpu.py` (`bench/results/reduce_sum_cpu.md`): the step already routes its hot sums '
+                                  'through a matmul with a ones vector; what is left is the loss and small sums'),
+    ('Square', ('aten::pow', 'aten::_foreach_norm', 'aten::linalg_vector_norm'),
+     'no script of its own: x² in every RMSNorm, and every gradient squared for the clipping norm, where PyTorch squares and '
+     'sums each gradient in one kernel (`_foreach_norm`)'),
+    ('Transpose', ('aten::copy_', 'aten::clone'), 'no script of its own: PyTorch\'s transposes are views, copied only where an operator '
+                                                  'needs contiguous memory (aten::copy_/clone, which also count other copies)'),
+]
+
+
+def why_below(profiles):
+    """For each profiled size where MindSpore is below PyTorch: the known slow kernels beside their PyTorch counterparts,
+    the matmuls and the time outside kernels, so that the gap is explained kernel by kernel."""
+    rows = ['### Why a size stays below 1.0, kernel by kernel', '']
+    for label, batch, seq, r in profiles:
+        wall = {fw: statistics.median(r[fw]['times']) * 1e3 for fw in ('ms', 'torch')}
+        if wall['ms'] <= wall['torch']: continue
+        ms_op, pt_op = r['ms']['profile']['by_op'], r['torch']['profile']['by_op']
+        rows += [f"{label}, {batch} × {seq}: MindSpore {wall['ms']:.0f} ms per step, PyTorch {wall['torch']:.0f} ms "
+                 f"(MindSpore {wall['ms'] - wall['torch']:+.0f} ms).", '',
+                 '| MindSpore kernel | ms/step | PyTorch counterpart | ms/step | MindSpore minus PyTorch | reproduced alone |',
+                 '|---|---:|---|---:|---:|---|']
+        parts = [(k, ms_op.get(k, 0.0), ', '.join(t), sum(pt_op.get(x, 0.0) for x in t), why) for k, t, why in SLOW_KERNELS]
+        parts.append(('matmuls', r['ms']['profile']['matmul_ms'], 'matmuls', r['torch']['profile']['matmul_ms'], 'the 1024³ matmul peaks above'))
+        rest = {fw: r[fw]['profile']['total_ms'] - sum(x[1 if fw == 'ms' else 3] for x in parts) for fw in ('ms', 'torch')}
+        parts.append(('every other kernel', rest['ms'], 'every other operator', rest['torch'], 'StridedSliceGrad, AddN, Add, Sub, the softmax, the loss...: see the top operators below'))
+        outside = {fw: wall[fw] - r[fw]['profile']['total_ms'] for fw in ('ms', 'torch')}
+        parts.append(('outside kernels', outside['ms'], 'outside kernels', outside['torch'], 'the graph executor launching kernels one by one'))
+        rows += [f'| {k} | {m:.1f} | {t} | {p:.1f} | {m - p:+.1f} | {why} |' for k, m, t, p, why in parts] + ['']
+    if len(rows) == 2: rows += ['MindSpore is at or above PyTorch at every profiled size: nothing to explain.', '']
+    return '\n'.join(rows) + ('\nFrom the same profiled steps as the table above; the rows add up to the whole difference. Every lever that routes '
+                              'around these kernels is measured in `bench/results/train_throughput_variants.md` with its steady-state ratio.')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--quick', action='store_true', help='the tiny size only')
@@ -684,7 +728,7 @@ def main():
                               f'{a.warmup} warm-up steps{" (" + "; ".join(capped) + ")" if capped else ""}; "each repetition" is the ratio '
                               'of each turn pair\'s medians (the spread). fp32; '
                               f'same initial weights and batch. {peaks}; {threads}.\n\n' + '\n'.join(curves))
-    if profiles: body += '\n\n' + time_split(profiles)
+    if profiles: body += '\n\n' + time_split(profiles) + '\n\n' + why_below(profiles)
     for label, batch, seq, r in profiles:  # where each framework spends the step, by operator type
         if seq != max(SEQS): continue
         body += (f"\n\n### Top operators: {label}, {batch} × {seq}\n\nOperator time per step: MindSpore {r['ms']['profile']['total_ms']:.0f} ms "
