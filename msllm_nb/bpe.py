@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_bpe.ipynb #48a401d8
 from __future__ import annotations
-import hashlib, io, itertools, json, re, sys, unicodedata
+import hashlib, io, itertools, json, re, sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
