@@ -67,13 +67,14 @@ def flat_adamw(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=1000):
     return FlatAdamW()
 
 
-def cells(model):
-    "(per-tensor update, flat update with copies, flat update alone, the parameters in the order the updates take gradients)."
+def cells(model, flat_lr=1e-3):
+    """(per-tensor update, flat update with copies, flat update alone, the parameters in the order the updates take
+    gradients). `flat_lr`: the flat update's peak learning rate (the per-tensor one's is 1e-3; another value is a wrong update)."""
     import mindspore as ms
     from mindspore import nn, ops, Parameter
     from msllm_nb.train_step import make_optimizer
     per = make_optimizer(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=1000)
-    flat = flat_adamw(model)
+    flat = flat_adamw(model, lr=flat_lr)
     alone = [Parameter(f.value().copy(), name=f'alone{i}') for i, f in enumerate(flat.opt.parameters)]
     class Alone(nn.Cell):  # the flat buffers' update with no copy in or out: the best a flat layout could do
         def __init__(self):
@@ -95,6 +96,34 @@ def wait(out):
     out.asnumpy()
 
 
+def compare(per, flat, params, updates=CHECK):
+    """`updates` updates per tensor, then the same from the same start, flat (its own, fresh optimizer state), with the same
+    random gradients: (bit for bit equal, the largest relative difference of a parameter, the gradients)."""
+    import numpy as np, mindspore as ms
+    rng = np.random.default_rng(0)
+    start = {p.name: p.asnumpy().copy() for p in params}
+    grads = [tuple(ms.Tensor(rng.standard_normal(p.shape, dtype=np.float32) * np.float32(1e-2)) for p in params) for _ in range(updates)]
+    for g in grads: per(g)
+    after_per = {p.name: p.asnumpy().copy() for p in params}
+    for p in params: p.set_data(ms.Tensor(start[p.name]))
+    for g in grads: flat(g)
+    rel = max(float(np.max(np.abs(p.asnumpy() - after_per[p.name]) / np.maximum(np.abs(after_per[p.name]), 1e-30))) for p in params)
+    return all(np.array_equal(p.asnumpy(), after_per[p.name]) for p in params), rel, grads
+
+
+def agree(fields, updates=CHECK, lr=1e-3):
+    """In a process of its own: does the flat update (peak learning rate `lr`) give `make_optimizer`'s numbers (1e-3) on a
+    model of these fields? {'same': bit for bit, 'rel': the largest relative difference}"""
+    os.environ.setdefault('GLOG_v', '3')
+    import mindspore as ms
+    ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
+    from msllm_nb.model import LlamaConfig, LlamaForCausalLM
+    ms.set_seed(0)
+    per, flat, _, params = cells(LlamaForCausalLM(LlamaConfig(**fields)), lr)
+    same, rel, _ = compare(per, flat, params, updates)
+    return {'same': same, 'rel': rel}
+
+
 def measure(name, fields, reps):
     "One size, in a process of its own (the flat cell's compile holds about 5 GB at the SmolLM2 shape)."
     os.environ.setdefault('GLOG_v', '3')
@@ -105,18 +134,8 @@ def measure(name, fields, reps):
     ms.set_seed(0)
     cfg = LlamaConfig(**fields)
     model = LlamaForCausalLM(cfg)
-    per, flat, alone, order = cells(model)
-    rng = np.random.default_rng(0)
-    params = order  # the optimizer's order: decayed parameters first (make_optimizer's groups)
-    start = {p.name: p.asnumpy().copy() for p in params}
-    grads = [tuple(ms.Tensor(rng.standard_normal(p.shape, dtype=np.float32) * np.float32(1e-2)) for p in params) for _ in range(CHECK)]
-    for g in grads: per(g)  # CHECK updates per tensor ...
-    after_per = {p.name: p.asnumpy().copy() for p in params}
-    for p in params: p.set_data(ms.Tensor(start[p.name]))
-    for g in grads: flat(g)  # ... and the same from the same start, flat (its own, fresh optimizer state)
-    rel = max(float(np.max(np.abs(p.asnumpy() - after_per[p.name]) / np.maximum(np.abs(after_per[p.name]), 1e-30))) for p in params)
-    same = all(np.array_equal(p.asnumpy(), after_per[p.name]) for p in params)
-    del start, after_per
+    per, flat, alone, params = cells(model)  # params: the optimizer's order, decayed parameters first (make_optimizer's groups)
+    same, rel, grads = compare(per, flat, params)
     g = grads[0]
     bounds = np.cumsum([0] + flat.counts)
     flat_only = tuple(ms.Tensor(np.concatenate([x.asnumpy().ravel() for x in g[a:b]])) for a, b in zip(bounds[:-1], bounds[1:]))
