@@ -178,7 +178,7 @@ def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
 
 def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
                 out_dir:str|Path='runs/roadmap', # executed notebooks and the environment report go here
-                slow:bool=False, # also run cells flagged `slow` (SmolLM2-135M parity, continued pretraining, harness parity and chat template, chapter 07's memory measurements)
+                slow:bool=False, # also run cells flagged `slow` (SmolLM2-135M parity, harness parity and chat template, chapter 07's memory measurements)
                 workers:int=2 # chapters executed at once, each in its own process (1: one after another, in this process)
                )->dict:
     "Write the environment report, then execute every chapter notebook into `out_dir`; the first failure stops the run."
@@ -229,7 +229,7 @@ def roadmap_report(out:Path, # the roadmap's output folder
         lines += [f'## Training run `{sj.parent.relative_to(out)}`', '',
                   f"{run.get('steps')} steps on {run.get('world')} rank(s); validation loss "
                   + (f"{val[0]['loss']:.3f} → {val[-1]['loss']:.3f}" if val else 'not measured') + '.', '']
-        lines += [f"- sample: {r['text']!r}" for r in recs if r['kind'] == 'sample']
+        lines += [f"- sample at step {r['step']}: {r['text']!r}" for r in recs if r['kind'] == 'sample']
         lines += ['']
     pngs = sorted(Path(out).rglob('*.png'))
     if pngs: lines += ['## Plots', ''] + [f'![{p.stem}]({p.relative_to(out)})' for p in pngs]
@@ -238,7 +238,7 @@ def roadmap_report(out:Path, # the roadmap's output folder
 @call_parse
 def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
                 out:Param('output folder', str)='runs/roadmap',
-                slow:Param('also run the slow cells (SmolLM2: parity, continued pretraining, harness parity, chat template; chapter 07\'s memory measurements)', store_true)=False,
+                slow:Param('also run the slow cells (SmolLM2: parity, harness parity, chat template; chapter 07\'s memory measurements)', store_true)=False,
                 workers:Param('chapters run at once, each in its own process (1: in order, in this process)', int)=2):
     "Run the whole roadmap: environment report, then every chapter notebook, outputs under `out`."
     summary = run_roadmap(nbs, out, slow, workers)

@@ -216,4 +216,4 @@ def test_the_report_opens_with_what_was_learned_and_lists_each_run(tmp_path):
     assert report.startswith('# Roadmap report\n\nWhat the tiny model learned'), report
     assert '| [06_train_dp](06_train_dp.ipynb) | 12.5 | 11.0 | 20 (9.0s) |  |' in report
     assert 'Training run `06_train_dp/msrun2`\n\n20 steps on 2 rank(s); validation loss 9.000 → 6.500.' in report
-    assert "- sample: 'The cat'" in report and '![msrun2_curves](06_train_dp/msrun2_curves.png)' in report
+    assert "- sample at step 20: 'The cat'" in report and '![msrun2_curves](06_train_dp/msrun2_curves.png)' in report
