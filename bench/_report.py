@@ -3,9 +3,24 @@ import json, os, platform, statistics, subprocess, sys, time
 from pathlib import Path
 
 
+LOAD_AT_START = os.getloadavg()  # the benchmark's start: this module is imported before anything is measured
+
+
+def load_line():
+    """The load average (1 minute) at the start and at the end of the benchmark against the cores; a warning when either
+    exceeds the core count: other work shared the machine, and every figure in the table is suspect."""
+    cores, start, end = os.cpu_count(), LOAD_AT_START[0], os.getloadavg()[0]
+    line = f'Load average (1 min): {start:.2f} at the start, {end:.2f} at the end, on {cores} cores.'
+    if max(start, end) > cores:
+        warn = f'WARNING: the load exceeded the {cores} cores: other work shared the machine; re-run before relying on these figures.'
+        print(warn, file=sys.stderr)
+        line += f' **{warn}**'
+    return line
+
+
 def write_result(name, title, body):
-    "Print `body` with the machine line and write it to bench/results/{name}.md under `# {title}`."
-    body = f'{body}\n\nMachine: {os.cpu_count()} cores; {time.strftime("%Y-%m-%d")}.'
+    "Print `body` with the machine and load lines and write it to bench/results/{name}.md under `# {title}`."
+    body = f'{body}\n\nMachine: {os.cpu_count()} cores; {time.strftime("%Y-%m-%d")}. {load_line()}'
     print(body)
     out = Path(__file__).parent / 'results'; out.mkdir(exist_ok=True)
     (out / f'{name}.md').write_text(f'# {title}\n\n{body}\n')

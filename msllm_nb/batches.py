@@ -13,7 +13,7 @@ import msllm_nb.shards as mss
 
 
 # %% auto #0
-__all__ = ['WindowRange', 'GlobalBatches', 'data_format', 'split_windows', 'step_batches']
+__all__ = ['WindowRange', 'GlobalBatches', 'data_format', 'split_windows', 'step_batches', 'label_reader', 'first_labelled']
 
 # %% ../nbs/06_1_data.ipynb #58f0b58a
 class WindowRange:
@@ -72,3 +72,19 @@ def step_batches(source:GlobalBatches, start_step:int=0, workers:int=1, prefetch
     d = ds.GeneratorDataset(source, ['input_ids'], shuffle=False, num_parallel_workers=workers, python_multiprocessing=False)
     if start_step: d.set_init_step(start_step)
     for i, (x,) in enumerate(d.create_tuple_iterator(num_epochs=1, output_numpy=True), start_step): yield i, x
+
+# %% ../nbs/06_1_data.ipynb #bff56ec6
+def label_reader(token_dir:str|Path):
+    """How to read the labels of a batch of this folder's windows: a chapter 03 window's tokens after the first, another
+    `data_format`'s own `labels_of(batch)`; None for a format that does not say (its labels are then not checked)."""
+    fmt = data_format(token_dir)
+    if fmt is None: return lambda x: x[:, 1:]
+    return getattr(fmt, 'labels_of', None)
+
+def first_labelled(windows, read, ignore_index:int=-100, chunk:int=256)->int|None:
+    "Index of the first window with a label other than `ignore_index` (read `chunk` windows at a time), else None."
+    for lo in range(0, len(windows), chunk):
+        x = np.stack([windows[i][0] for i in range(lo, min(lo + chunk, len(windows)))])
+        hit = np.flatnonzero((read(x) != ignore_index).reshape(len(x), -1).any(1))
+        if len(hit): return lo + int(hit[0])
+    return None

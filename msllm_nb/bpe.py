@@ -9,10 +9,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 from fastcore.script import call_parse, Param, store_true
+from .cli import UsageError, RunFailure, answers, Bounds, bounded, check_number, count
 
 # %% auto #0
-__all__ = ['SPECIALS', 'utf8_lines', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces', 'VocabTooSmall', 'train_bpe',
-           'coverage', 'export_hf_tokenizer', 'check_texts', 'Tokenizer', 'load_tokenizer', 'bpe_cli']
+__all__ = ['SPECIALS', 'VOCAB_SIZE', 'COVERAGE', 'utf8_lines', 'iter_clean_texts', 'split_key', 'is_heldout', 'spm_pieces',
+           'VocabTooSmall', 'VocabTooLarge', 'train_bpe', 'coverage', 'export_hf_tokenizer', 'check_texts', 'Tokenizer',
+           'load_tokenizer', 'bpe_cli']
 
 # %% ../nbs/02_bpe.ipynb #8410d7c7
 SPECIALS = dict(unk_id=0, bos_id=1, eos_id=2, pad_id=3)  # <unk> <s> </s> <pad>, the tutorial's ids
@@ -74,7 +76,22 @@ def _chars_needed(inputs:list, heldout_frac:float, coverages:tuple)->dict:
             if cov not in out and c / tot >= cov: out[cov] = i
     return {cov: out.get(cov, i) for cov in coverages}
 
-class VocabTooSmall(ValueError): "--vocab_size / --character_coverage do not fit the corpus (a usage error: exit 2)."
+class VocabTooSmall(UsageError): "--vocab_size / --character_coverage do not fit the corpus's characters (a usage error: exit 2)."
+class VocabTooLarge(UsageError): "--vocab_size asks for more pieces than the corpus's text can make (a usage error: exit 2)."
+
+VOCAB_SIZE = Bounds(int, lo=len(SPECIALS) + 2 + 256 + 1, hi=1 << 20)  # the specials, \n and \t, 256 byte pieces and a character; at most 2^20
+COVERAGE = Bounds(float, lo=0.98, hi=1.0)  # SentencePiece's own range for character_coverage
+
+def _spm_error(e:RuntimeError, vocab_size:int, coverage:float, inputs:list, heldout_frac:float)->Exception:
+    "SentencePiece's trainer errors that are about the flags and the corpus, as one-line usage errors; others unchanged."
+    msg, where = str(e), ', '.join(map(str, inputs))
+    if 'Vocabulary size is smaller than required_chars' in msg:
+        return VocabTooSmall(_too_small(vocab_size, int(re.search(r'(\d+) vs (\d+)', msg).group(2)), coverage, inputs, heldout_frac))
+    if m := re.search(r'Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)', msg):
+        return VocabTooLarge(f'{where}: too little text for --vocab_size {vocab_size}: its text makes at most {m.group(1)} '
+                             f'pieces; use --vocab_size {m.group(1)} or less, or a larger corpus')
+    if 'sentences_.empty()' in msg: return UsageError(f'{where}: no training documents (all empty or held out)')
+    return e
 
 def _too_small(vocab_size:int, need:int, coverage:float, inputs:list, heldout_frac:float)->str:
     "The error for a vocabulary too small for the corpus's characters, with a size and a coverage that work."
@@ -93,13 +110,15 @@ def train_bpe(inputs:list, # cleaned JSON-lines files or folders
               max_sentence_length:int=16384, # bytes; longer documents are cut at newlines
               heldout_frac:float=0.05, # documents kept out of training for `coverage`
               threads:int=2, seed:int=0, progress:bool=True)->dict:
-    "Train a SentencePiece BPE model with identity normalisation, byte fallback and split digits; return the report."
+    """Train a SentencePiece BPE model with identity normalisation, byte fallback and split digits; return the report.
+    Sizes that do not fit the corpus are `UsageError`s naming the flag and the size that works; nothing is written then."""
     import sentencepiece as spm
     from tqdm.auto import tqdm
     from msllm_nb.clean import iter_files
+    for k, v, b in (('vocab_size', vocab_size, VOCAB_SIZE), ('character_coverage', character_coverage, COVERAGE),
+                    ('input_sentence_size', input_sentence_size, count.bounds)): check_number(f'--{k}', v, b)
     if not any(p.suffix == '.jsonl' for p in iter_files(inputs)):
-        raise ValueError(f'no training documents: no .jsonl files (msllm-clean output) in {[str(i) for i in inputs]}')
-    out_prefix = Path(out_prefix); out_prefix.parent.mkdir(parents=True, exist_ok=True)
+        raise UsageError(f'{", ".join(map(str, inputs))}: no training documents: no .jsonl files (msllm-clean output)')
     tally = Counter()
     def sentences():  # the bar counts documents read; SentencePiece then learns its merges (a few seconds on the sample)
         for text, dom, src in tqdm(iter_clean_texts(inputs), desc=f'BPE {vocab_size}: read', unit='doc', disable=not progress, leave=False):
@@ -117,14 +136,9 @@ def train_bpe(inputs:list, # cleaned JSON-lines files or folders
             user_defined_symbols=['\n', '\t'], add_dummy_prefix=False, max_sentence_length=max_sentence_length,
             input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
             num_threads=threads, minloglevel=2, **SPECIALS)
-    except RuntimeError as e:
-        msg = str(e)
-        if 'Vocabulary size is smaller than required_chars' in msg:
-            need = int(re.search(r'(\d+) vs (\d+)', msg).group(2))
-            raise VocabTooSmall(_too_small(vocab_size, need, character_coverage, inputs, heldout_frac)) from None
-        if 'sentences_.empty()' in msg: raise ValueError(f'no training documents in {[str(i) for i in inputs]} (all empty or held out)') from None
-        raise
-    if tally['training_documents'] == 0: raise ValueError(f'no training documents in {inputs}')
+    except RuntimeError as e: raise _spm_error(e, vocab_size, character_coverage, inputs, heldout_frac) from None
+    if tally['training_documents'] == 0: raise UsageError(f'{", ".join(map(str, inputs))}: no training documents')
+    out_prefix = Path(out_prefix); out_prefix.parent.mkdir(parents=True, exist_ok=True)  # only now: a failed run leaves nothing
     out_prefix.with_suffix('.model').write_bytes(model.getvalue())
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
     out_prefix.with_suffix('.vocab').write_text(''.join(f'{sp.id_to_piece(i)}\t{sp.get_score(i)}\n' for i in range(sp.get_piece_size())), encoding='utf-8')
@@ -191,40 +205,49 @@ def _hf_special(folder:Path, tk, name:str)->int|None:
     t = t.get('content') if isinstance(t, dict) else t
     return tk.token_to_id(t) if isinstance(t, str) else None
 
-def load_tokenizer(path:str|Path # a SentencePiece .model, a tokenizer.json, or a folder holding one of them
-                  )->Tokenizer:
-    "Load a SentencePiece or Hugging Face tokenizer as a `Tokenizer`."
-    p = Path(path)
-    if not p.exists(): raise FileNotFoundError(f'{p}: no such tokenizer (a SentencePiece .model, a tokenizer.json, or a folder holding one)')
-    if p.is_dir() and not (p/'tokenizer.json').exists():
-        if not (p/'tokenizer.model').exists(): raise FileNotFoundError(f'{p}: holds neither tokenizer.json nor tokenizer.model')
-        p = p/'tokenizer.model'
-    if p.suffix == '.model':
-        import sentencepiece as spm
-        sp = spm.SentencePieceProcessor(model_file=str(p))
-        some = lambda i: i if i >= 0 else None
-        return Tokenizer(sp.encode, sp.decode, some(sp.eos_id()), some(sp.bos_id()), sp.get_piece_size(), str(p))
+def _sentencepiece(p:Path)->Tokenizer:
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=str(p))  # RuntimeError when the file is not a model
+    some = lambda i: i if i >= 0 else None
+    return Tokenizer(sp.encode, sp.decode, some(sp.eos_id()), some(sp.bos_id()), sp.get_piece_size(), str(p))
+
+def _hugging_face(f:Path)->Tokenizer:
     from tokenizers import Tokenizer as HFTokenizer
-    f = p/'tokenizer.json' if p.is_dir() else p
-    try: tk = HFTokenizer.from_file(str(f))
-    except Exception as e: raise ValueError(f'{f}: not a Hugging Face tokenizer.json ({str(e)[:200]})') from None
+    tk = HFTokenizer.from_file(str(f))  # an Exception of its own when the file is not a tokenizer.json
     return Tokenizer(lambda s: tk.encode(s, add_special_tokens=False).ids, tk.decode, _hf_special(f.parent, tk, 'eos'),
                      _hf_special(f.parent, tk, 'bos'), tk.get_vocab_size(), str(f))
+
+def load_tokenizer(path:str|Path # a SentencePiece .model, a tokenizer.json, or a folder holding one of them
+                  )->Tokenizer:
+    """Load a SentencePiece or Hugging Face tokenizer as a `Tokenizer`. A path that is not there is a FileNotFoundError;
+    a file that is neither kind (a text file, an empty file, a folder holding neither) a `UsageError`; both name it."""
+    p = Path(path)
+    if not p.exists(): raise FileNotFoundError(f'{p}: no such tokenizer (a SentencePiece .model, a tokenizer.json, or a folder holding one)')
+    if p.is_dir():
+        p = next((p/n for n in ('tokenizer.json', 'tokenizer.model') if (p/n).is_file()), None) or p
+        if p.is_dir(): raise UsageError(f'{p}: not a tokenizer folder: it holds neither tokenizer.json nor tokenizer.model')
+    if p.stat().st_size == 0: raise UsageError(f'{p}: an empty file, not a tokenizer')
+    why = {}
+    for kind, load in (('a Hugging Face tokenizer.json', _hugging_face),) if p.suffix == '.json' else \
+                      (('a SentencePiece model', _sentencepiece), ('a Hugging Face tokenizer.json', _hugging_face)):
+        try: return load(p)
+        except Exception as e: why[kind] = ' '.join(str(e).split())[:120]  # (each library raises its own kinds)
+    raise UsageError(f'{p}: not ' + ' nor '.join(why) + f' ({next(iter(why.values()))})')
 
 # %% ../nbs/02_bpe.ipynb #b3ee81c1
 @call_parse
 def bpe_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean output)', str, nargs='+'),
             out:Param('output prefix: writes PREFIX.model, .vocab, .json', str)='runs/tokenizer/bpe',
-            vocab_size:Param('vocabulary size', int)=32768,
-            character_coverage:Param('SentencePiece character_coverage', float)=0.9995,
-            input_sentence_size:Param('sentences sampled for training', int)=2_000_000,
+            vocab_size:Param('vocabulary size', bounded(VOCAB_SIZE, 'pieces'))=32768,
+            character_coverage:Param('SentencePiece character_coverage', bounded(COVERAGE, '0.98-1'))=0.9995,
+            input_sentence_size:Param('sentences sampled for training', count)=2_000_000,
             hf:Param('also export a transformers tokenizer to PREFIX_hf/', store_true)=False):
     "Train the course's SentencePiece BPE tokenizer and report held-out coverage per domain."
-    try:
+    from msllm_nb.clean import out_path
+    with answers('msllm-bpe', usage=(UsageError, FileNotFoundError), runtime=(ValueError,)):  # the flags or paths given; the data
+        out_path('--out', out, folder=False)
         rep = train_bpe(inputs, out, vocab_size, character_coverage, input_sentence_size)
         rep['coverage'] = coverage(rep['model'], inputs)
-    except (VocabTooSmall, FileNotFoundError) as e: print(f'msllm-bpe: {e}', file=sys.stderr); sys.exit(2)  # the flags or paths given
-    except ValueError as e: print(f'msllm-bpe: {e}', file=sys.stderr); sys.exit(1)  # the data
     if hf:
         from msllm_nb.course import run_reference
         import msllm_nb.bpe as this

@@ -13,7 +13,31 @@ import msllm_nb.formats as msf
 
 
 # %% auto #0
-__all__ = ['file_crc', 'Checkpoints', 'weight_stats', 'first_abnormal_step', 'healthy_checkpoint']
+__all__ = ['dumps_finite', 'loads_finite', 'file_crc', 'Checkpoints', 'weight_stats', 'first_abnormal_step', 'healthy_checkpoint']
+
+# %% ../nbs/06_2_checkpoints.ipynb #b8860c16
+def dumps_finite(obj, **kw)->str:
+    """`json.dumps` that never writes NaN or Infinity (not JSON): each non-finite number becomes null, and a mapping
+    gets a `non_finite` field naming where each one was and what it was ('nan', 'inf', '-inf')."""
+    bad = {}
+    def clean(x, at):
+        if isinstance(x, (float, np.floating)):
+            if math.isfinite(x): return float(x)
+            bad[at] = str(float(x)); return None
+        if isinstance(x, dict): return {k: clean(v, f'{at}.{k}' if at else str(k)) for k, v in x.items()}
+        if isinstance(x, (list, tuple)): return [clean(v, f'{at}[{i}]') for i, v in enumerate(x)]
+        return x
+    out = clean(obj, '')
+    if bad and isinstance(out, dict): out['non_finite'] = bad
+    return json.dumps(out, allow_nan=False, **kw)
+
+def loads_finite(text:str):
+    "Read what `dumps_finite` wrote: the top-level numbers its `non_finite` field names are NaN or ±Inf again."
+    obj = json.loads(text)
+    if isinstance(obj, dict) and isinstance(obj.get('non_finite'), dict):
+        for k, v in obj.pop('non_finite').items():
+            if k in obj and obj[k] is None: obj[k] = float(v)
+    return obj
 
 # %% ../nbs/06_2_checkpoints.ipynb #9e1ae565
 def file_crc(path:str|Path)->int:
@@ -47,7 +71,7 @@ class Checkpoints:
         for name in extra:
             if not (d/name).exists(): raise FileNotFoundError(f'{d/name}: another rank\'s file is missing (is out_dir on a shared filesystem?)')
             files[name] = {'bytes': (d/name).stat().st_size, 'crc32': file_crc(d/name)}
-        _atomic_write(d/'meta.json', json.dumps({**meta, 'step': step, 'files': files}, indent=1))
+        _atomic_write(d/'meta.json', dumps_finite({**meta, 'step': step, 'files': files}, indent=1))
         _atomic_write(self.root/'latest', d.name + '\n')
         for old in self.steps()[self.keep:]:
             for p in (self.root/f'step_{old:08d}').iterdir(): p.unlink()
@@ -72,7 +96,7 @@ class Checkpoints:
         self.skipped = []  # '<folder>: why', for each checkpoint passed over
         for d in order:
             why = self.verify(d)
-            if why is None: return d, json.loads((d/'meta.json').read_text())
+            if why is None: return d, loads_finite((d/'meta.json').read_text())
             self.skipped.append(f'{d.name}: {why}')
             self.log(f'checkpoint {d.name} is not usable: {why}; falling back to the previous one')
         return None
@@ -110,7 +134,7 @@ def healthy_checkpoint(ck:Checkpoints, before:int|None=None # only checkpoints o
     "The newest checkpoint before step `before` that verifies, with finite weights whose norm is within 2× of the smallest kept."
     metas = {}
     for s in ck.steps():
-        try: metas[s] = json.loads((ck.root/f'step_{s:08d}'/'meta.json').read_text())
+        try: metas[s] = loads_finite((ck.root/f'step_{s:08d}'/'meta.json').read_text())
         except (OSError, ValueError): pass
     norms = [m['weight_norm'] for m in metas.values() if m.get('weights_finite', True) and 'weight_norm' in m]
     ck.skipped = []

@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterator, NamedTuple
 from fastcore.script import call_parse, Param, store_true
+from .cli import UsageError, answers, check_number, count, natural, fraction
 import numpy as np, xxhash
 from .clean_kernels import (SYMBOL, CJK, LATIN, SPACE, HAN, INVISIBLE, FULLWIDTH, MARK, NEEDS_ZH_PUNCT, NEEDS_ASCII_PUNCT,
     HAS_CR, HAS_ESC, KERNEL_EDITS, codepoints, encode_codepoints, remember_codepoints, letters, lower_table, gate,
@@ -20,14 +21,14 @@ SAMPLE_DIR = Path(__file__).parent/'data'/'sample' if '__file__' in globals() el
 
 # %% auto #0
 __all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'PRE_OPEN', 'PRE_CLOSE', 'TROFF_EXT', 'DATASET_PREFIX',
-           'RECORD_SEPARATORS', 'HTML_TAGS', 'READ_REASONS', 'Tally', 'Encoding', 'decode_line', 'read_raw_lines',
-           'read_lines', 'Doc', 'guess_domain', 'strip_markup', 'mail_text', 'troff_text', 'is_troff', 'iter_files',
-           'RawJSON', 'record_separator', 'read_documents', 'parse_dataset_spec', 'read_dataset', 'char_classes',
-           'normalize_reference', 'normalize_text', 'tutorial_clean_text', 'CleanConfig', 'char_counts', 'top_trigram',
-           'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script', 'TextStats', 'text_stats',
+           'RECORD_SEPARATORS', 'CONFIG_BOUNDS', 'HTML_TAGS', 'READ_REASONS', 'Tally', 'Encoding', 'decode_line',
+           'read_raw_lines', 'read_lines', 'Doc', 'guess_domain', 'strip_markup', 'mail_text', 'troff_text', 'is_troff',
+           'iter_files', 'RawJSON', 'record_separator', 'read_documents', 'parse_dataset_spec', 'read_dataset',
+           'char_classes', 'normalize_reference', 'normalize_text', 'tutorial_clean_text', 'CleanConfig', 'char_counts',
+           'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script', 'TextStats', 'text_stats',
            'strip_remnants', 'clean_document', 'Signature', 'minhash_reference', 'minhash_many', 'minhash', 'lsh_bands',
            'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_escapes', 'json_line', 'shown_path',
-           'start_method', 'ordered_bounded_map', 'worker_died', 'clean_corpus', 'clean_cli']
+           'start_method', 'ordered_bounded_map', 'worker_died', 'clean_corpus', 'out_path', 'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -655,8 +656,9 @@ class CleanConfig:
     @classmethod
     def from_yaml(cls, path):
         import yaml
-        try: d = yaml.safe_load(Path(path).read_text()) or {}
+        try: d = yaml.safe_load(Path(path).read_text(encoding='utf-8')) or {}
         except yaml.YAMLError as e: raise ValueError(f'not YAML: {str(e).splitlines()[0]}') from None
+        except UnicodeDecodeError as e: raise ValueError(f'not UTF-8 text ({e.reason} at byte {e.start})') from None
         if not isinstance(d, dict): raise ValueError(f'expected a mapping of CleanConfig keys, got {type(d).__name__}')
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown: raise ValueError(f'unknown cleaning config keys {sorted(unknown)} (known: {sorted(cls.__dataclass_fields__)})')
@@ -665,7 +667,18 @@ class CleanConfig:
             want = type(getattr(base, k))
             if not (isinstance(v, want) and not (want is int and isinstance(v, bool)) or want is float and type(v) is int):
                 raise ValueError(f'key {k}: {v!r} is not a {want.__name__}')
+        for k, v in d.items():
+            if k in CONFIG_BOUNDS: check_number(f'key {k}', v, CONFIG_BOUNDS[k])
+        for dom, v in d.get('min_script_ratio', {}).items(): check_number(f'key min_script_ratio.{dom}', v, fraction.bounds)
+        if bad := [r for r in d.get('rules', []) if r not in base.rules]: raise ValueError(f'key rules: unknown {bad} (known: {base.rules})')
+        for p in d.get('boilerplate', []):
+            try: re.compile(p)
+            except (re.error, TypeError) as e: raise ValueError(f'key boilerplate: {p!r} is not a regular expression ({e})') from None
         return cls(**d)
+
+CONFIG_BOUNDS = {'min_chars': natural.bounds, 'max_chars': count.bounds, 'near_dup_threshold': fraction.bounds,
+                 **{k: fraction.bounds for k in ('max_garbled_ratio', 'max_symbol_ratio', 'max_symbol_ratio_code',
+                                                 'max_dup_line_ratio', 'max_top_ngram_ratio')}}  # what each number of a --config may be
 
 def _plain(p): return all(ch in 'abcdefghijklmnopqrstuvwxyz0123456789 ' or not ch.isascii() and ch.lower() == ch.upper() == ch for ch in p)
 
@@ -1177,6 +1190,7 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     c = config or CleanConfig()
     files = [f for i in inputs for f in ([str(i)] if str(i).startswith(DATASET_PREFIX) else iter_files([i]))]  # in the order given
     specs = [f for f in files if isinstance(f, str)]
+    if not files: raise FileNotFoundError(f"{', '.join(map(str, inputs))}: no input files found")  # before anything is written
     for f in files:
         if source_root is not None and not isinstance(f, str): shown_path(f, source_root)  # a file outside it is refused before any work
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
@@ -1220,32 +1234,51 @@ def _check_output(rep:dict, inputs:list):
     "A run that read nothing, or kept nothing, fails with a message that names the inputs and what was in them."
     where = ', '.join(map(str, inputs))
     why = ', '.join(f'{v} {k}' for k, v in sorted(rep['dropped_docs'].items(), key=lambda kv: -kv[1]))
-    if not rep['files'] and not rep['datasets']: raise RuntimeError(f'{where}: no input files found')
     read = rep['docs_in'] - sum(rep['dropped_docs'].get(k, 0) for k in READ_REASONS)
     if read == 0: raise RuntimeError(f"{where}: no usable document in {rep['files']} files ({why or 'nothing but blank lines'})")
     if rep['docs_out'] == 0: raise RuntimeError(f"{where}: kept none of the {rep['docs_in']} documents read ({why}); see report.json")
 
+# %% ../nbs/01_clean.ipynb #9de07c99
+def out_path(flag:str, # what names it, for the message: `--out`
+             path:str|Path,
+             folder:bool=True # True: an output folder (made when missing); False: an output file, or a file-name prefix
+            )->Path:
+    """Check, before anything is written, that `path` can take a command's output: no file where a folder goes, no folder
+    where a file goes, a writable folder to make it in. Every command of the course checks its outputs so; a `UsageError` names the flag."""
+    p = Path(path)
+    if p.exists() and p.is_dir() != folder: raise UsageError(f"{flag} {path}: {'a file, not a folder' if folder else 'a folder, not a file name'}")
+    near = p if p.is_dir() else next((a for a in p.parents if a.exists()), Path('.'))
+    if not near.is_dir(): raise UsageError(f'{flag} {path}: {near} is a file, not a folder')
+    if not os.access(near, os.W_OK | os.X_OK): raise UsageError(f'{flag} {path}: cannot write in {near}')
+    return p
+
 # %% ../nbs/01_clean.ipynb #3d887969
+def _cli_config(config:str|None, t2s:bool)->CleanConfig:
+    "The `--config` file's CleanConfig with `--t2s`; a `UsageError` naming the file when it is not one."
+    if config and not Path(config).is_file(): raise UsageError(f"--config {config}: {'a folder, not' if Path(config).is_dir() else 'no such'} YAML file")
+    try: c = CleanConfig.from_yaml(config) if config else CleanConfig()
+    except (OSError, ValueError) as e: raise UsageError(f'--config {config}: {e}') from None
+    if t2s: c.t2s = True
+    return c
+
 @call_parse
 def clean_cli(inputs:Param('input files or directories: .jsonl .parquet, plain text (.txt .md ...; fortune-style `%` files), code, .html, .eml, man pages (troff .1-.9, also .gz), or datasets:NAME[:CONFIG][@SPLIT]', str, nargs='+'),
               out:Param('output directory', str)='runs/clean',
-              workers:Param('worker processes', int)=2,
+              workers:Param('worker processes', count)=2,
               config:Param('YAML file of CleanConfig keys', str)=None,
               text_field:Param('text field of .jsonl/.parquet records and datasets rows', str)='text',
               t2s:Param('convert Traditional to Simplified Chinese', store_true)=False,
-              max_line_bytes:Param('drop lines longer than this many bytes', int)=1 << 20,
+              max_line_bytes:Param('drop lines longer than this many bytes', count)=1 << 20,
               record_separator:Param('plain text: documents end at blank lines, lines holding only %, or form feeds', str,
                                      choices=list(RECORD_SEPARATORS))='auto',
               source_root:Param('write each source relative to this folder: output that does not depend on where the input sits', str)=None,
               json_out:Param('print the full report as JSON', store_true)=False):
     "Clean text files into JSON lines; every dropped document and line, and every edit, is reported by reason."
-    try:
-        c = CleanConfig.from_yaml(config) if config else CleanConfig()
-        if t2s: c.t2s = True
-    except (OSError, ValueError) as e: print(f'msllm-clean: --config {config}: {e}', file=sys.stderr); sys.exit(2)
-    try: rep = clean_corpus(inputs, out, c, workers, text_field, max_line_bytes=max_line_bytes, record_sep=record_separator, source_root=source_root)
-    except (FileNotFoundError, ValueError) as e: print(f'msllm-clean: {e}', file=sys.stderr); sys.exit(2)  # the inputs given
-    except RuntimeError as e: print(f'msllm-clean: {e}', file=sys.stderr); sys.exit(1)  # nothing read or kept
+    with answers('msllm-clean', usage=(UsageError, FileNotFoundError, ValueError), runtime=(RuntimeError, OSError)):  # the inputs given; nothing read or kept
+        c = _cli_config(config, t2s)
+        out_path('--out', out)
+        if source_root is not None and not Path(source_root).is_dir(): raise UsageError(f'--source_root {source_root}: no such folder')
+        rep = clean_corpus(inputs, out, c, workers, text_field, max_line_bytes=max_line_bytes, record_sep=record_separator, source_root=source_root)
     if hasattr(signal, 'SIGPIPE'): signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (not on Windows) the files are written; piped into `head`, stop quietly as Unix tools do (no traceback)
     if json_out: print(json.dumps(rep, indent=1, ensure_ascii=False)); return
     src = f"{rep['files']} files" + (f" and {len(rep['datasets'])} datasets" if rep['datasets'] else '')
@@ -1255,4 +1288,3 @@ def clean_cli(inputs:Param('input files or directories: .jsonl .parquet, plain t
     for k, v in sorted(rep['edits'].items(), key=lambda kv: -kv[1]): print(f'  edited  {v:>7} chars/spans: {k}')
     for k, v in sorted(rep['events'].items()): print(f'  {k}: {v}')
     print(f"full report (with examples of each): {Path(out)/'report.json'}")
-

@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 from .model import LlamaConfig, param_shapes, _DTYPES
 from .formats import hf_weight_files, open_weights, save_ms_weights, load_ms_weights
+from .cli import UsageError, answers
 
 # %% auto #0
-__all__ = ['HF_ARCHS', 'GGUF_ARCHS', 'GGUF_PRE', 'from_hf_config', 'to_hf_config', 'hf_to_ms_name', 'ms_to_hf_name',
-           'ConversionError', 'check_names', 'convert_hf_to_ms', 'convert_ms_to_hf', 'permute_meta_qk',
-           'unpermute_meta_qk', 'convert_meta_to_ms', 'gguf_field', 'gguf_config', 'gguf_tensor', 'gguf_tensor_map',
-           'gguf_tokenizer', 'convert_gguf_to_ms', 'convert_cli']
+__all__ = ['HF_ARCHS', 'TOKENIZER_CHECK', 'GGUF_ARCHS', 'GGUF_PRE', 'from_hf_config', 'to_hf_config', 'hf_to_ms_name',
+           'ms_to_hf_name', 'ConversionError', 'check_names', 'convert_hf_to_ms', 'find_tokenizer',
+           'write_hf_tokenizer', 'convert_ms_to_hf', 'permute_meta_qk', 'unpermute_meta_qk', 'convert_meta_to_ms',
+           'gguf_field', 'gguf_config', 'gguf_tensor', 'gguf_tensor_map', 'gguf_tokenizer', 'convert_gguf_to_ms',
+           'convert_cli']
 
 # %% ../nbs/04_convert.ipynb #5ec85b17
 HF_ARCHS = {'LlamaForCausalLM': 'llama', 'Qwen2ForCausalLM': 'qwen2', 'MistralForCausalLM': 'mistral'}
@@ -29,7 +31,10 @@ def from_hf_config(cfg:dict|str|Path # a Hugging Face config.json (path or parse
                   )->LlamaConfig:
     "Our `LlamaConfig` from a Hugging Face LLaMA / Qwen2 / Mistral `config.json`; the keys it does not use are kept in `hf_extra`."
     src = str(cfg) if not isinstance(cfg, dict) else 'config'
-    if not isinstance(cfg, dict): cfg = json.loads(Path(cfg).read_text())
+    if not isinstance(cfg, dict):
+        try: cfg = json.loads(Path(cfg).read_text(encoding='utf-8'))
+        except ValueError as e: raise ValueError(f'{src}: not a JSON config ({" ".join(str(e).split())[:160]})') from None
+        if not isinstance(cfg, dict): raise ValueError(f'{src}: not a JSON config (a {type(cfg).__name__}, not an object)')
     archs = cfg.get('architectures') or []
     arch = next((HF_ARCHS[a] for a in archs if a in HF_ARCHS), None) or {'llama': 'llama', 'qwen2': 'qwen2', 'mistral': 'mistral'}.get(cfg.get('model_type'))
     if arch is None:
@@ -65,7 +70,6 @@ def to_hf_config(c:LlamaConfig)->dict:
              tie_word_embeddings=c.tie_word_embeddings, hidden_act='silu', torch_dtype=c.dtype, dtype=c.dtype)  # `dtype`: transformers ≥ 4.56's name
     if c.architecture == 'llama': d.update(attention_bias=c.attention_bias, mlp_bias=False)
     return {**d, **(c.hf_extra or {})}  # hf_extra's max_position_embeddings: the window before a sliding-window cap
-
 
 # %% ../nbs/04_convert.ipynb #5dd5c66d
 _HF_MS = [('model.embed_tokens.weight', 'model.tok_embeddings.embedding_weight'),
@@ -161,12 +165,56 @@ def convert_hf_to_ms(src:str|Path, # HF model directory (config.json + weights)
     rep['mapped'] = len(rep['mapped']); rep['written'] = str(dst); rep['config'] = asdict(cfg)
     return rep
 
+# %% ../nbs/04_convert.ipynb #35ee49c6
+def find_tokenizer(ckpt:str|Path # a MindSpore checkpoint
+                  )->Path|None:
+    """The tokenizer that belongs with a MindSpore checkpoint, or None: the `<stem>_tokenizer/` folder that
+    `convert_gguf_to_ms` writes beside it, else a `tokenizer.json` or `tokenizer.model` in its folder (a LoRA run's
+    `merged/`), else the tokenizer of the token folder its run trained on (named by the `meta.json` beside a train_llm checkpoint)."""
+    p = Path(ckpt)
+    if (d := p.with_name(p.stem + '_tokenizer')).is_dir(): return d
+    for name in ('tokenizer.json', 'tokenizer.model'):
+        if (p.parent/name).is_file(): return p.parent/name
+    try:
+        td = Path(json.loads((p.parent/'meta.json').read_text())['config']['token_dir'])
+        tok = json.loads((td/'meta.json').read_text())['tokenizer']
+    except (OSError, ValueError, KeyError, TypeError): return None
+    return td/tok if tok and (td/tok).exists() else None
+
+_TOKENIZER_FILES = ('tokenizer.json', 'tokenizer.model', 'tokenizer_config.json', 'special_tokens_map.json', 'added_tokens.json',
+                    'vocab.json', 'merges.txt')
+TOKENIZER_CHECK = ['Hello, world! 2024-12-01', '机器学习是人工智能的一个分支。', '    for i in range(10):\n        print(i)']
+
+def write_hf_tokenizer(tok:str|Path, # a tokenizer folder, a tokenizer.json, or a SentencePiece .model
+                       dst_dir:str|Path # a Hugging Face model folder
+                      )->str:
+    """Put `tok` into `dst_dir` so that `transformers.AutoTokenizer` loads it: a folder's tokenizer files (or a
+    tokenizer.json) are copied; a SentencePiece model alone is exported by chapter 02's `export_hf_tokenizer` (in a child
+    process) and checked against SentencePiece. Returns what it did, for the report."""
+    import shutil
+    tok, dst = Path(tok), Path(dst_dir)
+    if tok.is_dir() and ((tok/'tokenizer.json').is_file() or (tok/'tokenizer_config.json').is_file()): files = [tok/n for n in _TOKENIZER_FILES]
+    elif tok.is_file() and tok.suffix == '.json': files = [tok] + [tok.parent/n for n in ('tokenizer_config.json', 'special_tokens_map.json')]
+    else:
+        from msllm_nb.course import run_reference
+        import msllm_nb.bpe as B
+        model = tok/'tokenizer.model' if tok.is_dir() else tok
+        rep = run_reference(B.export_hf_tokenizer, str(model), str(dst), TOKENIZER_CHECK)
+        if rep['mismatches']: raise ConversionError(f'{model}: exported for transformers, it encodes {rep["mismatch_examples"]} differently')
+        return f'{model}, exported for transformers'
+    for f in files:
+        if f.is_file(): shutil.copyfile(f, dst/f.name)
+    if not (dst/'tokenizer_config.json').exists():  # a bare tokenizer.json: the generic fast tokenizer reads it
+        (dst/'tokenizer_config.json').write_text(json.dumps({'tokenizer_class': 'PreTrainedTokenizerFast'}))
+    return f'{tok}, copied'
+
 # %% ../nbs/04_convert.ipynb #edeffac5
 def convert_ms_to_hf(src:str|Path, # a MindSpore checkpoint (.ckpt/.safetensors) with its .yaml
-                     dst_dir:str|Path # output directory for model.safetensors + config.json
+                     dst_dir:str|Path, # output directory for model.safetensors, config.json and the tokenizer
+                     tokenizer:str|Path|None=None # the tokenizer to put in it (default: `find_tokenizer(src)`; none found is a warning)
                     )->Path:
-    "Write a MindSpore LLaMA checkpoint as a Hugging Face model directory."
-    import safetensors.numpy
+    "Write a MindSpore LLaMA checkpoint as a Hugging Face model directory, with its tokenizer; a failure leaves no folder half made."
+    import safetensors.numpy, shutil, warnings
     src, dst_dir = Path(src), Path(dst_dir)
     cfg = LlamaConfig.from_yaml(src.with_suffix('.yaml'))
     w = load_ms_weights(src)
@@ -175,9 +223,18 @@ def convert_ms_to_hf(src:str|Path, # a MindSpore checkpoint (.ckpt/.safetensors)
         hf = ms_to_hf_name(k)
         if hf is None: raise ValueError(f'{src}: tensor {k!r} has no Hugging Face counterpart')
         out[hf] = np.ascontiguousarray(v)
+    tok = Path(tokenizer) if tokenizer else find_tokenizer(src)
+    made = not dst_dir.exists()
     dst_dir.mkdir(parents=True, exist_ok=True)
-    safetensors.numpy.save_file(out, str(dst_dir/'model.safetensors'), metadata={'format': 'pt'})
-    (dst_dir/'config.json').write_text(json.dumps(to_hf_config(cfg), indent=1))
+    try:
+        safetensors.numpy.save_file(out, str(dst_dir/'model.safetensors'), metadata={'format': 'pt'})
+        (dst_dir/'config.json').write_text(json.dumps(to_hf_config(cfg), indent=1))
+        if tok: write_hf_tokenizer(tok, dst_dir)
+    except BaseException:
+        if made: shutil.rmtree(dst_dir, ignore_errors=True)
+        raise
+    if tok is None: warnings.warn(f'{src}: no tokenizer beside it ({src.stem}_tokenizer/, tokenizer.json, tokenizer.model, or a meta.json naming '
+                                  f'its token folder), so {dst_dir} has none; transformers and lm-eval need one: msllm-convert --tokenizer PATH')
     return dst_dir
 
 # %% ../nbs/04_convert.ipynb #a2a42389
@@ -341,17 +398,17 @@ def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf
     kind, pre = gguf_field(reader, 'tokenizer.ggml.model'), gguf_field(reader, 'tokenizer.ggml.pre', 'default')
     if not (kind == 'gpt2' and pre in GGUF_PRE or kind == 'llama'): return None
     tokens, types = gguf_field(reader, 'tokenizer.ggml.tokens'), gguf_field(reader, 'tokenizer.ggml.token_type', [])
-    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir)
     if kind == 'llama':
         import sentencepiece as spm
         proto = _spm_model(reader, tokens, types)
         try: spm.SentencePieceProcessor(model_proto=proto)
         except RuntimeError as e: raise ConversionError(f'{src}: its SentencePiece vocabulary does not load ({e})') from None
-        (out/'tokenizer.model').write_bytes(proto)
+        out.mkdir(parents=True, exist_ok=True); (out/'tokenizer.model').write_bytes(proto)  # (made once the vocabulary loads)
     else:
         tk = _bpe_tokenizer(reader, tokens)
         tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty in (3, 4)])  # CONTROL, USER_DEFINED: never split
-        tk.save(str(out/'tokenizer.json'))
+        out.mkdir(parents=True, exist_ok=True); tk.save(str(out/'tokenizer.json'))
     name = lambda k: tokens[cfg.hf_extra[k]] if cfg.hf_extra and k in cfg.hf_extra else None
     tc = {'tokenizer_class': 'LlamaTokenizer' if kind == 'llama' else 'PreTrainedTokenizerFast', 'bos_token': name('bos_token_id'),
           'eos_token': name('eos_token_id'), 'pad_token': name('pad_token_id'),
@@ -362,10 +419,11 @@ def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf
     return out
 
 def convert_gguf_to_ms(src:str|Path, # a .gguf file
-                       dst:str|Path, # output .ckpt or .safetensors (the tokenizer goes to `<dst stem>_tokenizer/`)
+                       dst:str|Path, # output .ckpt or .safetensors (the tokenizer goes beside it, to `<dst stem>_tokenizer/`: `model_tokenizer/` for model.ckpt)
                        dtype:str='float32' # float32 or float16
                       )->dict:
     "Convert a GGUF model to a MindSpore checkpoint, one tensor in memory at a time; returns the report."
+    import shutil
     from gguf import GGUFReader
     src, dst = Path(src), Path(dst)
     if dtype not in ('float32', 'float16'): raise ValueError(f'dtype {dtype!r}: write float32 or float16')
@@ -376,35 +434,62 @@ def convert_gguf_to_ms(src:str|Path, # a .gguf file
     got = gguf_tensor_map(reader, cfg, src)
     shapes = {n: (s, np.dtype(dtype)) for n, s in param_shapes(cfg).items()}
     wcfg = dataclasses.replace(cfg, dtype=dtype)
-    save_ms_weights(((n, gguf_tensor(got[n], cfg).astype(dtype, copy=False)) for n in shapes), dst, wcfg, shapes)
-    tok = gguf_tokenizer(reader, dst.with_name(dst.stem + '_tokenizer'), cfg, src)
+    tok_dir = dst.with_name(dst.stem + '_tokenizer'); made = not tok_dir.exists()
+    tok = gguf_tokenizer(reader, tok_dir, cfg, src)  # first: the one part that may still refuse the file, and quick
+    try: save_ms_weights(((n, gguf_tensor(got[n], cfg).astype(dtype, copy=False)) for n in shapes), dst, wcfg, shapes)
+    except BaseException:
+        if tok and made: shutil.rmtree(tok_dir, ignore_errors=True)  # no tokenizer left without its model
+        raise
     return {'written': str(dst), 'tensors': len(shapes), 'types': dict(Counter(t.tensor_type.name for t in reader.tensors)),
             'tokenizer': str(tok) if tok else (f"not rebuilt: tokenizer.ggml.model {gguf_field(reader, 'tokenizer.ggml.model')!r}, pre "
                                                f"{gguf_field(reader, 'tokenizer.ggml.pre')!r} (rebuilt: llama, and gpt2 with pre {sorted(GGUF_PRE)}); use the model's own tokenizer files"),
             'config': dataclasses.asdict(wcfg)}
 
 # %% ../nbs/04_convert.ipynb #ccde4cb9
-import sys
+import sys, warnings
 from fastcore.script import call_parse, Param, store_true
 
+def _convert_args(src:str, dst:str, reverse:bool, force:bool, dtype:str, tokenizer:str|None):
+    "msllm-convert's arguments, checked before anything is read or written: a UsageError or FileNotFoundError names the one that is wrong."
+    from msllm_nb.clean import out_path
+    s = Path(src)
+    if dtype not in ('float32', 'float16'): raise UsageError(f'--dtype {dtype}: choose float32 or float16 (bf16 sources are widened to float32 exactly)')
+    if not s.exists(): raise FileNotFoundError(f'{src}: no such ' + ('checkpoint' if reverse else 'file or folder'))
+    if force and (reverse or s.suffix == '.gguf'):
+        raise UsageError('--force applies to Hugging Face sources; ' + ('--reverse writes every tensor' if reverse else 'a GGUF file is converted whole or not at all'))
+    if not reverse:
+        if tokenizer: raise UsageError('--tokenizer applies to --reverse (the forward conversion takes a GGUF file\'s own, or leaves the HF folder\'s where it is)')
+        if s.is_file() and s.suffix != '.gguf': raise UsageError(f'{src}: a file; give a Hugging Face model folder (config.json and weights) or a .gguf file')
+        if Path(dst).suffix not in ('.ckpt', '.safetensors'): raise UsageError(f'dst {dst}: the output must end in .ckpt or .safetensors')
+        out_path('dst', dst, folder=False); return
+    if s.is_dir() or s.suffix not in ('.ckpt', '.safetensors'): raise UsageError(f'{src}: not a MindSpore checkpoint (a .ckpt or .safetensors file)')
+    if not s.with_suffix('.yaml').is_file(): raise FileNotFoundError(f"{s.with_suffix('.yaml')}: missing (the checkpoint's config, written beside it)")
+    out_path('dst', dst)
+    if tokenizer:
+        from msllm_nb.bpe import load_tokenizer
+        try: load_tokenizer(tokenizer)
+        except (ValueError, FileNotFoundError) as e: raise UsageError(f'--tokenizer {e}') from None
+
 @call_parse
-def convert_cli(src:Param('HF model directory, weights file, .gguf file, or MindSpore checkpoint with --reverse', str),
-                dst:Param('output: .ckpt/.safetensors, or a directory with --reverse', str),
-                reverse:Param('MindSpore → Hugging Face', store_true)=False,
+def convert_cli(src:Param('a Hugging Face model folder or a .gguf file; with --reverse, a MindSpore checkpoint (.ckpt/.safetensors)', str),
+                dst:Param('output: a .ckpt/.safetensors file; with --reverse, a folder', str),
+                reverse:Param('MindSpore → Hugging Face (the folder gets the tokenizer found beside the checkpoint)', store_true)=False,
                 force:Param('write what fits even if names/shapes do not match the config (HF sources)', store_true)=False,
-                dtype:Param('dtype to write: float32 or float16', str)='float32'):
+                dtype:Param('dtype to write: float32 or float16', str)='float32',
+                tokenizer:Param('with --reverse: the tokenizer to put in the folder (default: the one beside the checkpoint)', str)=None):
     "Convert a Hugging Face LLaMA/Qwen2/Mistral checkpoint or a GGUF file to MindSpore (or back with --reverse)."
-    gguf_in = Path(src).suffix == '.gguf' and not reverse
-    if dtype not in ('float32', 'float16'):
-        print(f'msllm-convert: --dtype {dtype}: choose float32 or float16 (bf16 sources are widened to float32 exactly)', file=sys.stderr); sys.exit(2)
-    if force and gguf_in: print('msllm-convert: --force applies to Hugging Face sources; a GGUF file is converted whole or not at all', file=sys.stderr); sys.exit(2)
-    try:
+    with answers('msllm-convert', usage=(UsageError, FileNotFoundError), runtime=(ValueError, RuntimeError)):  # the arguments; what is there cannot be converted
+        _convert_args(src, dst, reverse, force, dtype, tokenizer)
         if reverse:
-            print(f'wrote {convert_ms_to_hf(src, dst)}/model.safetensors and config.json')
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter('always')
+                out = convert_ms_to_hf(src, dst, tokenizer)
+            for w in said: print(f'msllm-convert: warning: {w.message}', file=sys.stderr)
+            has = (out/'tokenizer_config.json').exists()
+            print(f'wrote {out}/model.safetensors, config.json' + (f' and the tokenizer ({tokenizer or find_tokenizer(src)})' if has else ''))
             return
+        gguf_in = Path(src).suffix == '.gguf'
         rep = convert_gguf_to_ms(src, dst, dtype) if gguf_in else convert_hf_to_ms(src, dst, force=force, dtype=dtype)
-    except FileNotFoundError as e: print(f'msllm-convert: {e}', file=sys.stderr); sys.exit(2)  # a path given that is not there
-    except ValueError as e: print(f'msllm-convert: {e}', file=sys.stderr); sys.exit(1)  # what is there cannot be converted
     print(json.dumps({k: v for k, v in rep.items() if k != 'config'}, indent=1))
     if force and (rep['missing'] or rep['unexpected'] or rep['mismatched']):
         print('msllm-convert: written with --force; the tensors above were left out', file=sys.stderr)

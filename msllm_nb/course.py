@@ -9,12 +9,14 @@ os.environ.setdefault('GLOG_v', '3')  # before any mindspore import: silences it
 import contextlib, json, re, shutil, subprocess, sys, time
 from pathlib import Path
 from fastcore.script import call_parse, Param, store_true
+from .cli import UsageError, RunFailure, answers, count
 from .env import env_report, env_problems
 
 # %% auto #0
 __all__ = ['TERMINAL_NOISE', 'run_reference', 'torch_probe', 'import_quietly', 'chapter_notebooks', 'cells_as_files',
-           'cpu_seconds', 'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'roadmap_report',
-           'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter', 'roadmap_problems']
+           'cpu_seconds', 'ChapterFailed', 'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'run_roadmap',
+           'failures', 'failed_cell_output', 'roadmap_report', 'roadmap_cli', 'launches_jobs', 'roadmap_order',
+           'next_chapter', 'roadmap_problems']
 
 # %% ../nbs/00_runner.ipynb #0c7f6171
 def _reference_child(job:str, result:str):
@@ -107,17 +109,21 @@ def cpu_seconds()->float:
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + ch.ru_utime + ch.ru_stime
 
-def run_notebook(nb_path:Path, # notebook to execute
-                 out_path:Path, # where the executed copy is written
-                 skip_flags:tuple=('gpu', 'ascend'), # cells whose `#| flag` line names one of these are skipped
-                 seconds:dict|None=None, # if given, filled with each code cell's index → seconds it ran
-                 cpu:dict|None=None # if given, filled with each code cell's index → CPU seconds it used (`cpu_seconds`)
-                )->list[tuple[int, str]]:
-    "Execute a notebook top to bottom in a fresh shell, in its own folder, and save the executed copy."
-    from execnb.nbio import read_nb, write_nb
-    from execnb.shell import CaptureShell
-    nb = read_nb(nb_path)
-    skipped = []  # (cell index, flag)
+class ChapterFailed(RuntimeError):
+    "A chapter's cell raised: which cell, the error's one line, and what the cell printed before it."
+    def __init__(self, notebook:str, cell:int, error:str, printed:list):
+        self.notebook, self.cell, self.error, self.printed = notebook, cell, error, printed
+        super().__init__(f'{notebook}: cell {cell} failed: {error}')
+
+def _printed(c)->list:
+    "The text a cell wrote to stdout/stderr, without terminal colours, as lines."
+    text = ''.join(''.join(o['text']) if isinstance(o['text'], list) else o['text']
+                   for o in c.get('outputs', []) if o.get('output_type') == 'stream')
+    return re.sub(r'\x1b\[[0-9;]*m', '', text).strip().splitlines()
+
+def _skip_flagged(nb, skip_flags:tuple)->list[tuple[int, str]]:
+    "Comment out the code cells whose `#| flag` line names one of `skip_flags`; return (cell index, flag) for each."
+    skipped = []
     for c in nb.cells:
         if c.cell_type != 'code': continue
         hit = [f for l in c.source.splitlines()[:3] for f in skip_flags if re.match(rf'^#\|\s*{f}\b', l.strip())]
@@ -125,6 +131,19 @@ def run_notebook(nb_path:Path, # notebook to execute
             skipped.append((c.idx_, hit[0]))
             why = 'slow: run msllm-roadmap --slow' if hit[0] == 'slow' else f'needs {hit[0]}'
             c.source = f'# skipped ({why})\n' + c.source.replace('\n', '\n# ')
+    return skipped
+
+def run_notebook(nb_path:Path, # notebook to execute
+                 out_path:Path, # where the executed copy is written (also when a cell fails)
+                 skip_flags:tuple=('gpu', 'ascend'), # cells whose `#| flag` line names one of these are skipped
+                 seconds:dict|None=None, # if given, filled with each code cell's index → seconds it ran
+                 cpu:dict|None=None # if given, filled with each code cell's index → CPU seconds it used (`cpu_seconds`)
+                )->list[tuple[int, str]]:
+    "Execute a notebook top to bottom in a fresh shell, in its own folder, and save the executed copy; a failing cell raises `ChapterFailed`."
+    from execnb.nbio import read_nb, write_nb
+    from execnb.shell import CaptureShell
+    nb = read_nb(nb_path)
+    skipped = _skip_flagged(nb, skip_flags)
     cwd = os.getcwd(); os.chdir(Path(nb_path).parent)
     sh = CaptureShell(); cells_as_files(sh)
     try:
@@ -133,12 +152,7 @@ def run_notebook(nb_path:Path, # notebook to execute
             t0, c0 = time.perf_counter(), cpu_seconds(); sh.cell(c)
             if seconds is not None: seconds[c.idx_] = round(time.perf_counter() - t0, 1)
             if cpu is not None: cpu[c.idx_] = round(cpu_seconds() - c0, 1)
-            if sh.exc:  # what the cell printed before it failed comes with the error (CI keeps nothing else)
-                printed = ''.join(''.join(o['text']) if isinstance(o['text'], list) else o['text']
-                                  for o in c.get('outputs', []) if o.get('output_type') == 'stream')
-                printed = re.sub(r'\x1b\[[0-9;]*m', '', printed).strip().splitlines()
-                raise RuntimeError(f'{Path(nb_path).name}: cell {c.idx_} failed: {type(sh.exc).__name__}: {sh.exc}\n'
-                                   f'--- cell source ---\n{c.source}\n--- what it printed (last 40 lines) ---\n' + '\n'.join(printed[-40:]))
+            if sh.exc: raise ChapterFailed(Path(nb_path).name, c.idx_, f'{type(sh.exc).__name__}: {sh.exc}', _printed(c))
     finally:
         os.chdir(cwd); Path(out_path).parent.mkdir(parents=True, exist_ok=True); write_nb(nb, out_path)
     return skipped
@@ -162,91 +176,146 @@ def one_launch_at_a_time():
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
+# %% ../nbs/00_runner.ipynb #920cb4eb
 def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
-    "Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`)."
+    "Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`); a failing cell is recorded, not raised."
     old = os.environ.get('MSLLM_RUNS')
     os.environ['MSLLM_RUNS'] = str(out/nb.stem)  # where a chapter writes its runs (training, plots)
-    t0, c0, cell_s, cell_cpu = time.perf_counter(), cpu_seconds(), {}, {}
+    t0, c0, cell_s, cell_cpu, failed = time.perf_counter(), cpu_seconds(), {}, {}, None
     try: skipped = run_notebook(nb, out/nb.name, flags, cell_s, cell_cpu)
+    except ChapterFailed as e:
+        skipped, failed = [], {'cell': e.cell, 'error': ' '.join(e.error.split())[:300], 'notebook': str(out/nb.name), 'printed': e.printed[-40:]}
     finally:
         if old is None: os.environ.pop('MSLLM_RUNS', None)
         else: os.environ['MSLLM_RUNS'] = old
     slowest = sorted(cell_s, key=cell_s.get, reverse=True)[:3]  # where a chapter's time goes, for whoever makes it faster
     busiest = sorted(cell_cpu, key=cell_cpu.get, reverse=True)[:3]  # and its CPU: what it costs the other chapters
     return {'seconds': round(time.perf_counter() - t0, 1), 'cpu_s': round(cpu_seconds() - c0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
-            'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest], 'busiest_cells': [f'{i} ({cell_cpu[i]}s CPU)' for i in busiest]}
+            'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest], 'busiest_cells': [f'{i} ({cell_cpu[i]}s CPU)' for i in busiest],
+            **({'failed': failed} if failed else {})}
+
+def _died(nb:Path, out:Path, e:BaseException)->dict:
+    "The summary of a chapter whose process died (the OOM killer, a crash in native code): no cell to name."
+    return {'seconds': 0.0, 'cpu_s': 0.0, 'skipped_cells': [], 'slowest_cells': [], 'busiest_cells': [],
+            'failed': {'cell': None, 'error': f'its process died ({type(e).__name__}: {e})'[:300], 'notebook': str(out/nb.name), 'printed': []}}
+
+# %% ../nbs/00_runner.ipynb #6d09043f
+def _run_side_by_side(nbs:list, out:Path, flags:tuple, workers:int, bar)->dict:
+    "Chapters in their own processes, `workers` at a time: those that launch jobs one after another, the others beside them."
+    import concurrent.futures as cf, multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
+    prev = json.loads((out/'summary.json').read_text()) if (out/'summary.json').exists() else {}
+    launching = {p for p in nbs if launches_jobs(p)}
+    pending, summary = roadmap_order(nbs, launching, prev), {}
+    while pending:  # a process that dies breaks its pool: the chapters it ran are recorded as failed, a new pool goes on
+        running, broken = {}, False
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) as ex:
+            while (pending and not broken) or running:
+                while pending and not broken and len(running) < workers:
+                    nb = next_chapter(pending, list(running.values()), launching); pending.remove(nb)
+                    running[ex.submit(_run_chapter, nb, out, flags)] = nb
+                for f in cf.wait(running, return_when=cf.FIRST_COMPLETED).done:
+                    nb = running.pop(f)
+                    try: summary[nb.stem] = f.result()
+                    except BrokenProcessPool as e: summary[nb.stem], broken = _died(nb, out, e), True
+                    bar.set_postfix_str(nb.stem); bar.update()
+    return summary
 
 def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
                 out_dir:str|Path='runs/roadmap', # executed notebooks and the environment report go here
                 slow:bool=False, # also run cells flagged `slow` (SmolLM2-135M parity, harness parity and chat template, chapter 07's memory measurements)
                 workers:int=2 # chapters executed at once, each in its own process (1: one after another, in this process)
                )->dict:
-    "Write the environment report, then execute every chapter notebook into `out_dir`; the first failure stops the run."
-    import concurrent.futures as cf, multiprocessing as mp
+    "Write the environment report, then execute every chapter notebook into `out_dir`; a failing chapter is recorded and the others still run."
     from tqdm.auto import tqdm
+    nbs = [p.resolve() for p in chapter_notebooks(nbs_dir)]
     out = Path(out_dir).resolve(); out.mkdir(parents=True, exist_ok=True)
     report = env_report()
     (out/'env_report.json').write_text(json.dumps(report, indent=1, default=str))
-    probs = env_problems(report)
-    if probs: raise RuntimeError(f'environment cannot run the course: {probs[0]}')
-    nbs, flags = [p.resolve() for p in chapter_notebooks(nbs_dir)], ('gpu', 'ascend') + (() if slow else ('slow',))
-    summary, bar = {}, tqdm(total=len(nbs), desc='roadmap')
+    if probs := env_problems(report): raise RunFailure(f'the environment cannot run the course: {probs[0]}')
+    flags = ('gpu', 'ascend') + (() if slow else ('slow',))
+    bar = tqdm(total=len(nbs), desc='roadmap', unit='chapter')
     if workers <= 1:
-        for nb in nbs:
-            bar.set_postfix_str(nb.stem); summary[nb.stem] = _run_chapter(nb, out, flags); bar.update()
-    else:  # chapters are independent: those that launch jobs run one after another, the others beside them
-        prev = json.loads((out/'summary.json').read_text()) if (out/'summary.json').exists() else {}
-        launching = {p for p in nbs if launches_jobs(p)}
-        pending, running = roadmap_order(nbs, launching, prev), {}
-        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) as ex:
-            while pending or running:  # a failure propagates: chapters not started yet are dropped, running ones finish
-                while pending and len(running) < workers:
-                    nb = next_chapter(pending, list(running.values()), launching); pending.remove(nb)
-                    running[ex.submit(_run_chapter, nb, out, flags)] = nb
-                for f in cf.wait(running, return_when=cf.FIRST_COMPLETED).done:
-                    nb = running.pop(f); summary[nb.stem] = f.result(); bar.set_postfix_str(nb.stem); bar.update()
-        summary = {nb.stem: summary[nb.stem] for nb in nbs}  # roadmap order
+        summary = {}
+        for nb in nbs: bar.set_postfix_str(nb.stem); summary[nb.stem] = _run_chapter(nb, out, flags); bar.update()
+    else: summary = _run_side_by_side(nbs, out, flags, workers, bar)
     bar.close()
+    summary = {nb.stem: summary[nb.stem] for nb in nbs}  # roadmap order
     (out/'summary.json').write_text(json.dumps(summary, indent=1))
     (out/'report.md').write_text(roadmap_report(out, summary))
     return summary
 
-def roadmap_report(out:Path, # the roadmap's output folder
-                   summary:dict # chapter → seconds and skipped cells, from `run_roadmap`
-                  )->str:
-    "A short Markdown report: what the tiny model learned (chapter 09), time per chapter, every training run's final losses and samples, the plots."
-    learned = Path(out)/'09_eval'/'learned.md'  # chapter 09's table: the tiny model trained against untrained and chance
-    lines = ['# Roadmap report', ''] + ([learned.read_text(encoding='utf-8'), ''] if learned.exists() else [])
-    lines += ['| chapter | seconds | CPU seconds | slowest cells | skipped cells |', '|---|---:|---:|---|---|']
-    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v.get('cpu_s', '')} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
-              for k, v in summary.items()]
-    lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", '']
+def failures(summary:dict)->list[str]:
+    "One line per failed chapter: the notebook, the cell, the error's one line, and the executed notebook that holds the traceback."
+    return [f"FAILED {k}" + (f" cell {f['cell']}" if f['cell'] is not None else '') + f": {f['error']} (traceback: {f['notebook']})"
+            for k, v in summary.items() if (f := v.get('failed'))]
+
+def failed_cell_output(notebook:str|Path, # an executed notebook (`failures` names it)
+                       cell:int|None # the failed cell's index
+                      )->str:
+    "What a failed cell printed and its traceback, as plain text (for a log that keeps no notebook, such as CI's)."
+    if cell is None: return '(no cell: the chapter\'s process died)'
+    c = json.loads(Path(notebook).read_text(encoding='utf-8'))['cells'][cell]
+    parts = [''.join(o.get('text', '')) if o.get('output_type') == 'stream' else '\n'.join(o.get('traceback', []))
+             for o in c.get('outputs', []) if o.get('output_type') in ('stream', 'error')]
+    return re.sub(r'\x1b\[[0-9;]*m', '', '\n'.join(parts))
+
+# %% ../nbs/00_runner.ipynb #5526a6c9
+def _run_lines(out:Path)->list[str]:
+    "The report's section for each training run under `out`: its final losses and samples."
+    lines = []
     for sj in sorted(Path(out).rglob('summary.json')):
         if sj.parent == Path(out): continue
         run = json.loads(sj.read_text())
         recs = [json.loads(l) for l in (sj.parent/'metrics.jsonl').read_text().splitlines() if l.strip()] if (sj.parent/'metrics.jsonl').exists() else []
-        val = [r for r in recs if r['kind'] == 'val']
+        val = [r for r in recs if r['kind'] == 'val' and isinstance(r.get('loss'), (int, float))]
         lines += [f'## Training run `{sj.parent.relative_to(out)}`', '',
                   f"{run.get('steps')} steps on {run.get('world')} rank(s); validation loss "
                   + (f"{val[0]['loss']:.3f} → {val[-1]['loss']:.3f}" if val else 'not measured') + '.', '']
-        lines += [f"- sample at step {r['step']}: {r['text']!r}" for r in recs if r['kind'] == 'sample']
-        lines += ['']
+        lines += [f"- sample at step {r['step']}: {r['text']!r}" for r in recs if r['kind'] == 'sample'] + ['']
+    return lines
+
+def roadmap_report(out:Path, # the roadmap's output folder
+                   summary:dict # chapter → seconds and skipped cells, from `run_roadmap`
+                  )->str:
+    "A short Markdown report: failed chapters first, what the tiny model learned (chapter 09), time per chapter, every training run's final losses and samples, the plots."
+    learned = Path(out)/'09_eval'/'learned.md'  # chapter 09's table: the tiny model trained against untrained and chance
+    lines = ['# Roadmap report', '']
+    if bad := failures(summary): lines += ['**Chapters that failed:**', ''] + [f'- {l}' for l in bad] + ['']
+    lines += [learned.read_text(encoding='utf-8'), ''] if learned.exists() else []
+    lines += ['| chapter | seconds | CPU seconds | slowest cells | skipped cells |', '|---|---:|---:|---|---|']
+    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v.get('cpu_s', '')} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
+              for k, v in summary.items()]
+    lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", ''] + _run_lines(out)
     pngs = sorted(Path(out).rglob('*.png'))
     if pngs: lines += ['## Plots', ''] + [f'![{p.stem}]({p.relative_to(out)})' for p in pngs]
     return '\n'.join(lines) + '\n'
+
+def _check_roadmap_args(nbs:str, out:str):
+    "The folders `msllm-roadmap` was given, checked before anything runs or is written."
+    if not Path(nbs).exists(): raise UsageError(f'--nbs {nbs}: no such folder')
+    if not Path(nbs).is_dir(): raise UsageError(f'--nbs {nbs}: a file, not a folder of chapter notebooks')
+    if not list(Path(nbs).glob('[0-9][0-9]_*.ipynb')): raise UsageError(f'--nbs {nbs}: no chapter notebooks (NN_name.ipynb) in it')
+    if Path(out).exists() and not Path(out).is_dir(): raise UsageError(f'--out {out}: a file, not a folder')
 
 @call_parse
 def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
                 out:Param('output folder', str)='runs/roadmap',
                 slow:Param('also run the slow cells (SmolLM2: parity, harness parity, chat template; chapter 07\'s memory measurements)', store_true)=False,
-                workers:Param('chapters run at once, each in its own process (1: in order, in this process)', int)=2):
-    "Run the whole roadmap: environment report, then every chapter notebook, outputs under `out`."
-    summary = run_roadmap(nbs, out, slow, workers)
+                workers:Param('chapters run at once, each in its own process (1: in order, in this process)', count)=2):
+    "Run the whole roadmap: environment report, then every chapter notebook, outputs under `out`. A failing chapter is listed at the end (exit 1); the others still run."
+    with answers('msllm-roadmap'):
+        _check_roadmap_args(nbs, out)
+        summary = run_roadmap(nbs, out, slow, workers)
     for k, v in summary.items():
-        print(f"{k:<16} {v['seconds']:>7.1f}s" + (f"  skipped cells: {', '.join(v['skipped_cells'])}" if v['skipped_cells'] else ''))
+        print(f"{k:<16} {v['seconds']:>7.1f}s" + ('  FAILED' if 'failed' in v else '')
+              + (f"  skipped cells: {', '.join(v['skipped_cells'])}" if v['skipped_cells'] else ''))
     if any('(slow)' in c for v in summary.values() for c in v['skipped_cells']):
         print('slow cells were skipped: msllm-roadmap --slow runs them too')
     print(f'executed notebooks and reports in {Path(out).resolve()}')
+    if bad := failures(summary):
+        for l in bad: print(l, file=sys.stderr)
+        sys.exit(1)
 
 # %% ../nbs/00_runner.ipynb #4d6523f3
 def launches_jobs(nb:str|Path # a chapter notebook

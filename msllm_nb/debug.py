@@ -11,13 +11,15 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np
 from fastcore.script import call_parse, Param, store_true
+from .cli import UsageError, answers, Bounds, bounded, count, positive, int_list  # one line and exit 2 for a bad flag (00·1)
 
 # %% auto #0
-__all__ = ['Finding', 'check_non_finite', 'check_divergence', 'locate_non_finite', 'label_report', 'check_masked',
-           'check_convergence', 'param_changes', 'check_frozen', 'lr_range_test', 'effective_batch', 'check_data_wait',
-           'loader_throughput', 'repetition', 'loss_knee', 'loss_plateau', 'check_samples', 'oom_remedies', 'rss_trace',
-           'check_eval', 'check_ranks', 'merge_divergence', 'doctor', 'doctor_cli', 'bus_bandwidth', 'check_endpoint',
-           'Watchdog', 'commcheck_cli']
+__all__ = ['Finding', 'check_non_finite', 'loss_ceiling', 'first_loss_rise', 'check_divergence', 'locate_non_finite',
+           'label_report', 'check_masked', 'check_convergence', 'param_changes', 'check_frozen', 'lr_range_test',
+           'effective_batch', 'check_data_wait', 'loader_throughput', 'repetition', 'loss_knee', 'loss_plateau',
+           'check_samples', 'oom_remedies', 'rss_trace', 'check_eval', 'check_figures', 'check_ranks',
+           'merge_divergence', 'read_run', 'doctor', 'doctor_cli', 'bus_bandwidth', 'check_endpoint', 'Watchdog',
+           'allreduce_rows', 'commcheck_cli']
 
 # %% ../nbs/08_debug.ipynb #56fbca76
 @dataclass
@@ -61,17 +63,87 @@ def check_non_finite(train:list[dict], # a run's `train` records
                            over[0]['step']))
     return out
 
+# %% ../nbs/08_debug.ipynb #fedf6006
+def _num(r:dict, k:str='loss')->float:
+    "A record's figure as a float: NaN where it is missing, null or not a number (old and new records alike)."
+    v = r.get(k)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float('nan')
+
+def loss_ceiling(losses:list[float], # training losses, one a step, in order (NaN where a step had none)
+                 frac:float=0.1, # margin: this share of the first finite loss ...
+                 noise:float=4.0, # ... or this many times the median step-to-step change of the last `span` steps, whichever is larger
+                 window:int=5, # steps of the running median
+                 span:int=50
+                )->np.ndarray:
+    """Each step's ceiling: the lowest `window`-step median loss before it plus the margin (NaN where nothing came before).
+    While the loss is above its ceiling the ceiling stays put: a break does not lift the bar it broke through."""
+    x = np.asarray(losses, float); out = np.full(len(x), np.nan)
+    fin = x[np.isfinite(x)]
+    if not len(fin): return out
+    scale, best, seen, above = frac * abs(float(fin[0])), math.inf, [], False
+    for i, v in enumerate(x):
+        if above: out[i] = out[i - 1]
+        elif seen:
+            jitter = noise * float(np.median(np.abs(np.diff(seen[-span - 1:])))) if len(seen) > 1 else 0.0
+            out[i] = best + max(scale, jitter)
+        if not math.isfinite(v): continue
+        above = bool(v > out[i])  # NaN ceiling (the first step): False
+        seen.append(float(v)); best = min(best, float(np.median(seen[-window:])))
+    return out
+
+# %% ../nbs/08_debug.ipynb #7d1a95d2
+def first_loss_rise(train:list[dict], # `train` records
+                    val:list[dict]|None=None, # `val` records (NaN, null or missing losses are left out)
+                    frac:float=0.1, k:int=5, # margin (share of the first loss) and steps in a row above the ceiling
+                    **kw # `loss_ceiling`'s noise, window, span
+                   )->tuple[int, str]|None:
+    "(step, why) of the first training loss `k` steps in a row above its ceiling, or the first evaluation `frac` × the early loss above the first one; the earlier of the two."
+    tr = [r for r in train if math.isfinite(_num(r))]
+    found, streak = [], 0
+    ceil = loss_ceiling([_num(r) for r in tr], frac, **kw)
+    for i, r in enumerate(tr):
+        streak = streak + 1 if _num(r) > ceil[i] else 0
+        if streak == k:
+            j = i - k + 1
+            found.append((tr[j]['step'], f"training loss above its ceiling for {k} steps from step {tr[j]['step']}: "
+                          + ', '.join(f'{_num(r):.4g}' for r in tr[j:i + 1]) + f' (ceiling {ceil[j]:.4g}: its lowest {kw.get("window", 5)}-step '
+                          f'median before, plus the larger of {frac:.0%} of the first loss {_num(tr[0]):.4g} and its step-to-step jitter)'))
+            break
+    vs = sorted((r for r in (val or []) if math.isfinite(_num(r))), key=lambda r: r['step'])
+    if vs:
+        margin = frac * abs(_num(tr[0]) if tr else _num(vs[0]))
+        hi = next((r for r in vs[1:] if _num(r) > _num(vs[0]) + margin), None)
+        if hi: found.append((hi['step'], f"validation loss {_num(hi):.4g} at step {hi['step']}, over its step-{vs[0]['step']} value "
+                             f"{_num(vs[0]):.4g} + {margin:.3g} ({frac:.0%} of the early loss)"))
+    return min(found) if found else None
+
 # %% ../nbs/08_debug.ipynb #faa6a957
+def _recovered(train:list[dict], val:list[dict], step:int, vocab_size:int|None, frac:float)->bool:
+    "Nothing abnormal after `step` (no NaN, no spike, no dead model), the last training loss back under the ceiling it broke through, the last evaluation back within the margin."
+    import msllm_nb.checkpoints as cks
+    tr = [r for r in train if math.isfinite(_num(r))]
+    if not any(r['step'] < step for r in tr): return False
+    after = [r for r in tr if r['step'] > step]
+    ceil = loss_ceiling([_num(r) for r in tr], frac)
+    limit = ceil[max(i for i, r in enumerate(tr) if r['step'] <= step)]
+    vs = sorted((r for r in val if math.isfinite(_num(r))), key=lambda r: r['step'])
+    val_ok = not vs or vs[-1]['step'] <= step or _num(vs[-1]) <= _num(vs[0]) + frac * abs(_num(tr[0]))
+    return (bool(after) and cks.first_abnormal_step(after, vocab_size) is None and first_loss_rise(after) is None
+            and (math.isnan(limit) or _num(tr[-1]) <= limit) and val_ok)
+
 def check_divergence(train:list[dict], # `train` records
                      run_dir:str|Path|None=None, # the run folder (its checkpoints/): where to resume from
-                     vocab_size:int|None=None # for the dead-model test (loss pinned at ln(vocab), gradient 0)
+                     vocab_size:int|None=None, # for the dead-model test (loss pinned at ln(vocab), gradient 0)
+                     val:list[dict]|None=None, # `val` records: a held-out loss above its start is a break too
+                     frac:float=0.1 # `first_loss_rise`'s margin
                     )->list[Finding]:
-    "The first abnormal step (a spike, a dead model or the first NaN) and the newest healthy checkpoint before it."
+    "The first abnormal step (a spike, a dead model, the first NaN, or a loss risen above the run's own early loss) and the newest healthy checkpoint before it."
     import msllm_nb.checkpoints as cks  # the trainer's own judgement (06·2), so that doctor and nan_policy rollback agree
-    broke = cks.first_abnormal_step(train, vocab_size)
-    if broke is None: return []
-    step, why = broke
-    nan = next((r['step'] for r in train if not (math.isfinite(r['loss']) and math.isfinite(r.get('grad_norm', 0.0)))), None)
+    tr = [{**r, 'loss': _num(r), 'grad_norm': 0.0 if r.get('grad_norm') is None else _num(r, 'grad_norm')} for r in train]
+    broke = [b for b in (cks.first_abnormal_step(tr, vocab_size), first_loss_rise(tr, val, frac)) if b is not None]
+    if not broke: return []
+    step, why = min(broke)
+    nan = next((r['step'] for r in tr if not (math.isfinite(r['loss']) and math.isfinite(r['grad_norm']))), None)
     ck = cks.Checkpoints(Path(run_dir)/'checkpoints') if run_dir else None
     good = cks.healthy_checkpoint(ck, step) if ck is not None and ck.root.exists() else None
     skipped = f" (passed over: {'; '.join(ck.skipped[:3])})" if ck is not None and getattr(ck, 'skipped', None) else ''
@@ -79,12 +151,9 @@ def check_divergence(train:list[dict], # `train` records
               f'with a lower lr or a longer warmup (train_llm --set init_from={good[0]}/model.ckpt lr=... out_dir=NEW); '
               'a plain --resume with the same settings meets the same batches again' if good else
               f'no healthy checkpoint before step {step}{skipped}: start again with a lower lr or a longer warmup')
-    before = [r['loss'] for r in train if r['step'] < step and math.isfinite(r['loss'])]
-    after = [r for r in train if r['step'] > step]  # recovered: nothing abnormal after the break (no NaN, no dead model), and a loss back down
-    recovered = (nan is None and bool(before) and bool(after) and cks.first_abnormal_step(after, vocab_size) is None
-                 and train[-1]['loss'] <= 1.2 * float(np.median(before)))
+    recovered = nan is None and _recovered(tr, val or [], step, vocab_size, frac)
     ev = f'training broke at step {step}: {why}' + (f'; NaN/Inf from step {nan}' if nan is not None and nan != step else '')
-    if recovered: ev += f"; the loss recovered ({train[-1]['loss']:.4g} at step {train[-1]['step']})"
+    if recovered: ev += f"; the loss recovered ({tr[-1]['loss']:.4g} at step {tr[-1]['step']})"
     return [Finding('loss_spike' if recovered else 'diverged', 'warning' if recovered else 'error', ev, advice, step)]
 
 # %% ../nbs/08_debug.ipynb #53a6f1c4
@@ -347,6 +416,37 @@ def check_eval(evals:list[dict], # `eval` records (`train_llm` with `eval_every`
                                'byte fell meanwhile, check the task itself (its distractors, its tokenization) with a stronger model', rs[-1]['step']))
     return out
 
+# %% ../nbs/08_debug.ipynb #644c50ba
+def check_figures(recs:list[dict] # every record of a run's metrics.jsonl
+                 )->list[Finding]:
+    """Validation losses that are NaN, null or missing, and any other non-finite figure (a training step's own loss and
+    gradient norm are `check_non_finite`'s): a run whose figures cannot be read is not a healthy one."""
+    val = [r for r in recs if r.get('kind') == 'val']
+    fin = [r for r in val if math.isfinite(_num(r))]
+    bad = [r for r in val if not math.isfinite(_num(r))]
+    out = []
+    if not fin:
+        what = (f"{len(val)} validation record(s), none with a finite loss (loss {', '.join(sorted({str(r.get('loss')) for r in val}))})"
+                if val else 'no validation records')
+        out.append(Finding('no_validation', 'warning', what + ': nothing held out was measured',
+                           'divergence and overfitting are then judged on the training loss alone: hold out windows (val_fraction > 0, '
+                           'e.g. 0.05) and keep val_windows > 0'))
+    elif bad:
+        out.append(Finding('val_not_finite', 'error', f"validation loss {bad[0].get('loss')} at step {bad[0].get('step')} ({len(bad)} of "
+                           f'{len(val)} evaluations; the others are finite)', 'the model gives non-finite outputs on held-out windows, or none '
+                           'were evaluated then: check the checkpoint of that step (weight_norm, weights_finite in its meta.json) and val_windows',
+                           bad[0].get('step')))
+    skip = {'train': ('loss', 'grad_norm'), 'val': ('loss', 'ppl'), 'event': ('loss', 'grad_norm')}  # reported above, or echoed by a NaN event
+    odd = [(r.get('step'), r.get('kind'), k) for r in recs for k, v in r.items()
+           if isinstance(v, float) and not math.isfinite(v) and k not in skip.get(r.get('kind'), ())]
+    odd += [(r.get('step'), r.get('kind'), k) for r in recs if isinstance(r.get('non_finite'), dict)
+            for k in r['non_finite'] if k not in skip.get(r.get('kind'), ())]
+    if odd:
+        out.append(Finding('metrics_not_finite', 'warning', f'{len(odd)} non-finite figure(s) in metrics.jsonl, first: '
+                           + ', '.join(f'{kind} {k} at step {s}' for s, kind, k in odd[:3]),
+                           'a figure that is not a number was logged as one: the code that computes it divided by zero or overflowed', odd[0][0]))
+    return out
+
 # %% ../nbs/08_debug.ipynb #919c40fd
 def check_ranks(run_dir:str|Path)->list[Finding]:
     "Ranks whose final parameters differ (data parallel must keep them bitwise identical)."
@@ -378,25 +478,50 @@ def merge_divergence(non_finite:list[Finding], divergence:list[Finding])->list[F
     handled = [f for f in non_finite if f.code in ('non_finite_skipped', 'non_finite_rolled_back')]
     return non_finite + ([] if handled and handled[0].step == d.step else divergence)
 
+def _restore(rec:dict)->dict:
+    "A record as written either way: NaN/Inf as such (older runs), or null named in its `non_finite` field (06·2's `dumps_finite`)."
+    nf = rec.get('non_finite')
+    if isinstance(nf, dict):
+        for k in [k for k in nf if rec.get(k, 0) is None]:
+            try: rec[k] = float(nf.pop(k))
+            except (TypeError, ValueError): rec[k] = float('nan')
+        if not nf: del rec['non_finite']  # what is left names nested figures: check_figures reports them
+    return rec
+
+def read_run(run_dir:str|Path # a train_llm out_dir
+            )->tuple[list[dict], list[int]]:
+    "The records of a run's metrics.jsonl and the numbers of the lines that are not records; a `UsageError` naming the path if it is not a run folder."
+    run_dir = Path(run_dir); m = run_dir/'metrics.jsonl'
+    if not run_dir.exists(): raise UsageError(f'{run_dir}: no such folder')
+    if not run_dir.is_dir(): raise UsageError(f'{run_dir}: not a folder (give a train_llm out_dir)')
+    if not m.exists(): raise UsageError(f'{run_dir}: no metrics.jsonl (is this a train_llm out_dir?)')
+    try: text = m.read_text(encoding='utf-8', errors='replace')
+    except OSError as e: raise UsageError(f'{m}: cannot be read: {e.strerror}') from None
+    recs, bad_lines = [], []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip(): continue
+        try: rec = json.loads(line); rec['kind'], rec.get('step')
+        except (ValueError, TypeError, KeyError, AttributeError): bad_lines.append(i); continue
+        recs.append(_restore(rec))
+    if not recs: raise UsageError(f'{m}: no metric records ({len(bad_lines)} other line(s)): is {run_dir} a train_llm out_dir?')
+    return recs, bad_lines
+
 def doctor(run_dir:str|Path # a train_llm out_dir (metrics.jsonl, checkpoints/, ranks/)
           )->list[Finding]:
     "Every detector of this chapter on one run folder; an empty list means nothing was found."
     run_dir = Path(run_dir)
-    if not (run_dir/'metrics.jsonl').exists(): raise FileNotFoundError(f'{run_dir}: no metrics.jsonl (is this a train_llm out_dir?)')
-    recs, bad_lines = [], []
-    for i, line in enumerate((run_dir/'metrics.jsonl').read_text(encoding='utf-8', errors='replace').splitlines(), 1):
-        if not line.strip(): continue
-        try: rec = json.loads(line); rec['kind']
-        except (ValueError, TypeError, KeyError): bad_lines.append(i); continue
-        recs.append(rec)
+    recs, bad_lines = read_run(run_dir)
     by = {k: [r for r in recs if r['kind'] == k] for k in ('train', 'val', 'sample', 'event', 'eval')}
+    by['train'] = [{**{k: v for k, v in r.items() if v is not None}, 'loss': _num(r)} for r in by['train']]  # a null or missing loss: non-finite
+    val = [r for r in by['val'] if math.isfinite(_num(r))]  # NaN (old runs) and null or missing (new) are check_figures' finding
     out = [Finding('metrics_unreadable', 'warning', f"{run_dir/'metrics.jsonl'}: line(s) {bad_lines[:5]} are not metric records and were skipped "
                    f'({len(bad_lines)} of {len(bad_lines) + len(recs)})', 'a run killed while writing leaves a torn last line; '
                    'anything else means two jobs share out_dir')] if bad_lines else []
     masked = check_masked(by['train'], by['event'])  # specific: then neither the flat loss nor the tensors left unmoved are reported
-    out += merge_divergence(check_non_finite(by['train'], by['event']), check_divergence(by['train'], run_dir, _vocab_of(run_dir))) + masked
-    if not masked and not any(f.code == 'non_finite_loss' for f in out): out += check_convergence(by['train'], by['val'])
+    out += merge_divergence(check_non_finite(by['train'], by['event']), check_divergence(by['train'], run_dir, _vocab_of(run_dir), val)) + masked
+    if not masked and not any(f.code == 'non_finite_loss' for f in out): out += check_convergence(by['train'], val)
     out += ([] if masked else check_frozen(run_dir)) + check_data_wait(by['train']) + check_samples(by['sample'], by['train']) + check_eval(by['eval']) + check_ranks(run_dir)
+    out += check_figures(recs)
     bad_ck = [e for e in by['event'] if e.get('event') == 'checkpoint unusable']
     if bad_ck: out.append(Finding('checkpoint_unusable', 'warning', f"{len(bad_ck)} checkpoint(s) failed verification: {bad_ck[0].get('detail')}",
                                   'the run resumed from an older one; check free disk space and that out_dir is not written by two jobs'))
@@ -406,9 +531,8 @@ def doctor(run_dir:str|Path # a train_llm out_dir (metrics.jsonl, checkpoints/, 
 def doctor_cli(run_dir:Param('a train_llm out_dir', str),
                json_out:Param('print the findings as JSON', store_true)=False):
     "Diagnose a training run from its files; exit 1 if an error-level finding is found, 2 if the folder cannot be read."
-    try: found = doctor(run_dir)
-    except (FileNotFoundError, ValueError) as e: print(f'msllm-doctor: {e}', file=sys.stderr); sys.exit(2)
-    if json_out: print(json.dumps([asdict(f) for f in found], indent=1))
+    with answers('msllm-doctor', usage=(UsageError, ValueError, OSError)): found = doctor(run_dir)  # the folder, or a file in it
+    if json_out: print(json.dumps([asdict(f) for f in found], indent=1, allow_nan=False))  # strict JSON: no NaN, ever
     else:
         for f in found: print(f)
         print(f'{run_dir}: ' + (f"{len(found)} finding(s)" if found else 'no findings: the run looks healthy'))
@@ -463,39 +587,38 @@ class Watchdog:
               file=sys.stderr, flush=True)
         os._exit(3)
 
-# %% ../nbs/08_debug.ipynb #69184093
-@call_parse
-def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4096,262144,4194304,33554432',
-         iters:Param('timed all-reduces per size', int)=10,
-         link_gbps:Param("the link's nominal bandwidth in GB/s (e.g. 25 for 200 Gb/s RoCE, 300 for NVLink 4), printed beside the measurement", float)=None,
-         timeout:Param('seconds a collective may take before the missing ranks are named', float)=60.0,
-         sched_wait:Param('seconds a worker waits for the scheduler to accept connections before naming the problem', float)=300.0,
-         status_dir:Param('shared folder for the watchdog (default: the temp folder; across nodes give a shared path)', str)=None,
-         device:Param('CPU, GPU or Ascend', str)='CPU',
-         json_file:Param('write the results as JSON to this file (rank 0)', str)=None,
-         hang_rank:Param('for the demo: this rank never joins the second size, so the others time out', int)=-1):
-    "All-reduce latency and bandwidth across the ranks of an msrun/mpirun job, with a correctness check and a hang detector."
-    if not any(k in os.environ for k in ('MS_ROLE', 'OMPI_COMM_WORLD_SIZE', 'RANK_TABLE_FILE')):
-        print('msllm-commcheck: not started by a launcher; run it on every rank, e.g. msrun --worker_num=2 --local_worker_num=2 '
-              '--master_port=8118 --join=True $(which msllm-commcheck), or mpirun -n 2 msllm-commcheck', file=sys.stderr); sys.exit(2)
+# %% ../nbs/08_debug.ipynb #c1c24e90
+def _check_paths(status_dir:str|None, json_file:str|None):
+    "A `UsageError` naming the flag if --status_dir is not a folder or --json_file cannot be written (checked before anything starts)."
+    if status_dir and Path(status_dir).exists() and not Path(status_dir).is_dir(): raise UsageError(f'--status_dir {status_dir}: not a folder')
+    if json_file:
+        p = Path(json_file)
+        if p.is_dir(): raise UsageError(f'--json_file {json_file}: a folder, not a file')
+        if not p.parent.is_dir(): raise UsageError(f'--json_file {json_file}: no folder {p.parent} to write it in')
+
+def _wait_for_scheduler(sched_wait:float):
+    "Under msrun, a worker waits up to `sched_wait` s for the scheduler to accept connections; a `UsageError` saying why if it does not."
     host, port = os.environ.get('MS_SCHED_HOST'), os.environ.get('MS_SCHED_PORT')
-    if host and port and os.environ.get('MS_ROLE') != 'MS_SCHED':  # the scheduler imports MindSpore before it listens: on a loaded machine that takes a while
-        t0 = time.time()
-        while (why := check_endpoint(host, int(port))) and time.time() - t0 < sched_wait and not why.startswith('MS_SCHED_HOST'): time.sleep(0.5)
-        if why: print(f'commcheck: scheduler unreachable after {time.time() - t0:.0f}s (--sched_wait {sched_wait:g}): {why}', file=sys.stderr); sys.exit(2)
+    if not (host and port) or os.environ.get('MS_ROLE') == 'MS_SCHED': return
+    if not port.isdigit(): raise UsageError(f'MS_SCHED_PORT={port}: not a port number')
+    t0 = time.time()  # the scheduler imports MindSpore before it listens: on a loaded machine that takes a while
+    while (why := check_endpoint(host, int(port))) and time.time() - t0 < sched_wait and not why.startswith('MS_SCHED_HOST'): time.sleep(0.5)
+    if why: raise UsageError(f'scheduler unreachable after {time.time() - t0:.0f}s (--sched_wait {sched_wait:g}): {why}')
+
+def allreduce_rows(sizes:list[int], iters:int, timeout:float, status_dir:str|None, device:str, hang_rank:int)->tuple[int, int, list[dict]]:
+    "(rank, world, one row per message size: bytes, median ms, algorithm and bus GB/s, correct) of this rank of a launched job."
     import mindspore as ms
     from mindspore import Tensor, ops
     from mindspore.communication import init, get_rank, get_group_size
-    sched = None
     if 'OMPI_COMM_WORLD_SIZE' in os.environ and 'MS_ROLE' not in os.environ:  # plain mpirun: the same mapping as train_llm
         from msllm_nb.launch import setup_openmpi
-        sched = setup_openmpi(int(os.environ.get('MS_SCHED_PORT', 8118)))  # rank 0 starts it; it ends when the workers do
+        setup_openmpi(int(os.environ.get('MS_SCHED_PORT', 8118)))  # rank 0 starts the scheduler; it ends when the workers do
     ms.set_device(device); init()
     rank, world = get_rank(), get_group_size()
-    folder = Path(status_dir or Path(tempfile.gettempdir())/f"msllm_commcheck_{port or os.getppid()}")
+    folder = Path(status_dir or Path(tempfile.gettempdir())/f"msllm_commcheck_{os.environ.get('MS_SCHED_PORT') or os.getppid()}")
     wd = Watchdog(folder, rank, world, timeout)
     allreduce, rows = ops.AllReduce(), []
-    for i, nbytes in enumerate(int(s) for s in sizes.split(',')):
+    for i, nbytes in enumerate(sizes):
         x = Tensor(np.full(max(nbytes // 4, 1), rank + 1, np.float32))
         op = f'all-reduce #{i} ({nbytes} bytes)'
         if rank == hang_rank and i == 1:
@@ -508,14 +631,39 @@ def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', str)='4
         for _ in range(iters):
             t0 = time.perf_counter(); allreduce(x).asnumpy(); t.append(time.perf_counter() - t0)
         wd.leave()
-        med = float(np.median(t)); alg, bus = bus_bandwidth(x.nbytes, med, world)
+        med = max(float(np.median(t)), 1e-9); alg, bus = bus_bandwidth(x.nbytes, med, world)  # iters ≥ 1: a real median, never NaN
         rows.append({'bytes': int(x.nbytes), 'median_ms': med * 1e3, 'alg_GBps': alg, 'bus_GBps': bus, 'correct': ok})
+    return rank, world, rows
+
+# %% ../nbs/08_debug.ipynb #69184093
+_seconds = bounded(Bounds(float, lo=0, lo_open=True, hi=86400), 'seconds')  # a day at most: a timer cannot wait for ever
+
+@call_parse
+def commcheck_cli(sizes:Param('message sizes in bytes, comma separated', int_list())='4096,262144,4194304,33554432',
+         iters:Param('timed all-reduces per size', count)=10,
+         link_gbps:Param("the link's nominal bandwidth in GB/s (e.g. 25 for 200 Gb/s RoCE, 300 for NVLink 4), printed beside the measurement", positive)=None,
+         timeout:Param('seconds a collective may take before the missing ranks are named', _seconds)=60.0,
+         sched_wait:Param('seconds a worker waits for the scheduler to accept connections before naming the problem', _seconds)=300.0,
+         status_dir:Param('shared folder for the watchdog (default: the temp folder; across nodes give a shared path)', str)=None,
+         device:Param('CPU, GPU or Ascend', str, choices=['CPU', 'GPU', 'Ascend'])='CPU',
+         json_file:Param('write the results as JSON to this file (rank 0)', str)=None,
+         hang_rank:Param('for the demo: this rank never joins the second size, so the others time out (-1: none)', bounded(Bounds(int, lo=-1), 'rank'))=-1):
+    "All-reduce latency and bandwidth across the ranks of an msrun/mpirun job, with a correctness check and a hang detector."
+    with answers('msllm-commcheck'):  # every flag is checked (by its type, then here) before anything waits or starts
+        sizes = int_list()(sizes) if isinstance(sizes, str) else sizes
+        if max(sizes) > 2**34: raise UsageError(f'--sizes {max(sizes)}: at most {2**34} bytes (16 GiB) a message')
+        _check_paths(status_dir, json_file)
+        if not any(k in os.environ for k in ('MS_ROLE', 'OMPI_COMM_WORLD_SIZE', 'RANK_TABLE_FILE')):
+            raise UsageError('not started by a launcher; run it on every rank, e.g. msrun --worker_num=2 --local_worker_num=2 '
+                             '--master_port=8118 --join=True $(which msllm-commcheck), or mpirun -n 2 msllm-commcheck')
+        _wait_for_scheduler(sched_wait)
+    rank, world, rows = allreduce_rows(sizes, iters, timeout, status_dir, device, hang_rank)
     if rank == 0:
         print(f'all-reduce across {world} ranks on {device}' + (f'; link nominal {link_gbps:g} GB/s' if link_gbps else ''))
         print(f"{'bytes':>12} {'median ms':>10} {'alg GB/s':>9} {'bus GB/s':>9}" + (f" {'% of link':>9}" if link_gbps else '') + '  correct')
         for r in rows:
             print(f"{r['bytes']:>12} {r['median_ms']:>10.3f} {r['alg_GBps']:>9.3f} {r['bus_GBps']:>9.3f}"
                   + (f" {100 * r['bus_GBps'] / link_gbps:>8.1f}%" if link_gbps else '') + f"  {r['correct']}")
-        if json_file: Path(json_file).write_text(json.dumps({'world': world, 'device': device, 'link_gbps': link_gbps, 'rows': rows}, indent=1))
+        if json_file: Path(json_file).write_text(json.dumps({'world': world, 'device': device, 'link_gbps': link_gbps, 'rows': rows}, indent=1, allow_nan=False))
     if not all(r['correct'] for r in rows):
         print(f'commcheck: rank {rank}: all-reduce returned wrong values', file=sys.stderr); sys.exit(1)

@@ -10,6 +10,7 @@ import contextlib, ctypes.util, glob, importlib.metadata as md, importlib.util, 
 import platform, re, shutil, subprocess, sys, time
 from pathlib import Path
 from fastcore.script import call_parse, Param, store_true
+import msllm_nb.cli  # every command answers bad input in one line (chapter 00·0)
 
 # %% auto #0
 __all__ = ['SUPPORTED_PYTHON', 'TUTORIAL_VERSION_TABLE', 'GPU_MIN_CUDA', 'dist_version', 'import_providers', 'module_dir',
@@ -336,7 +337,7 @@ def wheel_facts(report:dict|None=None # from `env_report`; computed if None
 # %% ../nbs/00_env.ipynb #0cef7ead
 @call_parse
 def env_cli(json_out:Param('print the report as JSON', store_true)=False,
-            device:Param('require this device: CPU, GPU or Ascend', str)=None,
+            device:Param('require this device', str, choices=['CPU', 'GPU', 'Ascend'])=None,
             smoke:Param('also run the device smoke test', store_true)=False):
     "Report the MindSpore environment; exit 1 with a one-line reason if it cannot run the course."
     report = env_report()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')  # the tasks' data are local files: nothing is fetched from a hub
-import json, math, random, re, sys, tempfile
+import argparse, json, logging, math, random, re, sys, tempfile
+from contextlib import contextmanager, ExitStack
 from collections import defaultdict
 from pathlib import Path
 import numpy as np
@@ -23,13 +24,16 @@ from .formats import load_model
 from .bpe import iter_clean_texts, is_heldout, load_tokenizer
 from .shards import group_of
 from .env import use_device
+from .cli import UsageError, RunFailure, answers, fail, count, natural, positive  # one line for every mistake (chapter 00)
 
 # %% auto #0
-__all__ = ['HELDOUT', 'MODEL_ARGS', 'is_eval_doc', 'heldout_documents', 'split_for_training', 'load_eval_model', 'MsllmLM',
-           'ModelArgsError', 'TokenLogprobs', 'score_pairs', 'rolling_logprobs', 'score_rolling', 'generate_greedy',
-           'bits_per_byte', 'continuation_items', 'code_cloze_items', 'write_task_files', 'write_task', 'build_tasks',
-           'task_names', 'run_tasks', 'save_results', 'scores', 'TrainingEval', 'read_texts', 'eval_cli', 'set_device',
-           'lm_eval_cli', 'per_request', 'hf_harness_run', 'ms_harness_run', 'harness_parity']
+__all__ = ['HELDOUT', 'MODEL_ARGS', 'HARNESS_FLAGS', 'is_eval_doc', 'heldout_documents', 'split_for_training', 'load_eval_model',
+           'result_name', 'MsllmLM', 'ModelArgsError', 'TokenLogprobs', 'score_pairs', 'rolling_logprobs',
+           'score_rolling', 'generate_greedy', 'bits_per_byte', 'continuation_items', 'code_cloze_items',
+           'write_task_files', 'write_task', 'build_tasks', 'TaskFileError', 'task_names', 'check_task',
+           'CheckedTaskManager', 'load_tasks', 'run_tasks', 'run_each', 'merge_results', 'save_results', 'scores',
+           'TrainingEval', 'read_texts', 'eval_cli', 'ms_device', 'set_device', 'lm_eval_parser', 'lm_eval_cli',
+           'harness_patches', 'per_request', 'hf_harness_run', 'ms_harness_run', 'harness_parity']
 
 # %% ../nbs/09_eval.ipynb #ba909f43
 HELDOUT = {'*': 0.05, 'code': 0.25}  # share of documents held out for evaluation, by domain (chapter 02's 5 % elsewhere)
@@ -57,6 +61,29 @@ def split_for_training(inputs:list, out_dir:str|Path, fracs:dict=HELDOUT)->dict:
     return n
 
 # %% ../nbs/09_eval.ipynb #26847ba7
+def _meta_config(d:Path)->dict:
+    "The `config` a train_llm checkpoint folder's meta.json records ({} without one)."
+    return json.loads((d/'meta.json').read_text()).get('config', {}) if (d/'meta.json').is_file() else {}
+
+def _tokenizer_beside(ck:Path)->Path|None:
+    """The tokenizer that travels with a checkpoint file, looked for beside it first: msllm-convert's `<stem>_tokenizer/`
+    (`model_tokenizer/` for a `model.ckpt`), a `tokenizer.model` or `tokenizer.json`; then the tokenizer of the token
+    folder that the run's meta.json names."""
+    d = ck.parent
+    for c in (d/f'{ck.stem}_tokenizer', d/'model_tokenizer', d/'tokenizer.model', d/'tokenizer.json'):
+        if c.exists(): return c
+    td = _meta_config(d).get('token_dir')
+    meta = Path(td)/'meta.json' if td else None
+    tok = json.loads(meta.read_text()).get('tokenizer') if meta and meta.is_file() else None
+    return meta.parent/tok if tok else None
+
+def _refuse_adapter(ck:Path, names:list|None=None):
+    "A LoRA run's step checkpoint holds its adapters alone: a `UsageError` that points to the run's merged model."
+    if not (_meta_config(ck.parent).get('lora_rank') or any('mindpet_delta_lora' in n for n in names or [])): return
+    run = ck.parent.parent.parent if ck.parent.parent.name == 'checkpoints' else ck.parent
+    later = '' if (run/'merged').exists() else ' (written when the run finishes)'
+    raise UsageError(f'{ck}: is a LoRA adapter checkpoint (its adapters alone): evaluate {run/"merged"}{later}')
+
 def _resolve(path:str|Path)->tuple[Path, Path|None]:
     "(MindSpore checkpoint, tokenizer path or None) of a checkpoint file, a train_llm step folder, a train_llm run folder, or a Hugging Face folder."
     p = Path(path)
@@ -64,14 +91,12 @@ def _resolve(path:str|Path)->tuple[Path, Path|None]:
     if p.is_dir() and (p/'merged'/'model.ckpt').exists(): p = p/'merged'  # a LoRA run folder: its merged model (chapter 10)
     if p.is_dir() and (p/'checkpoints'/'latest').exists(): p = p/'checkpoints'  # a train_llm run folder
     if p.is_dir() and (p/'latest').exists(): p = p/(p/'latest').read_text().strip()  # its checkpoints: the newest
-    if p.is_dir() and (p/'model.ckpt').exists():  # a train_llm checkpoint folder: the tokenizer of its token folder
-        cfg = json.loads((p/'meta.json').read_text()).get('config', {}) if (p/'meta.json').exists() else {}
-        meta = Path(cfg.get('token_dir', ''))/'meta.json'
-        tok = json.loads(meta.read_text()).get('tokenizer') if meta.is_file() else None
-        return p/'model.ckpt', (meta.parent/tok if tok else None)
-    if p.is_dir() and (p/'config.json').exists(): return p, p  # a Hugging Face model folder (converted when loaded)
-    if p.is_file() and p.suffix in ('.ckpt', '.safetensors'): return p, None
-    raise FileNotFoundError(f'{p}: not a .ckpt/.safetensors checkpoint, a train_llm run or checkpoint folder, or a Hugging Face model folder')
+    if p.is_dir() and (p/'model.ckpt').exists(): p = p/'model.ckpt'  # a train_llm checkpoint folder
+    elif p.is_dir() and (p/'config.json').exists(): return p, p  # a Hugging Face model folder (converted when loaded)
+    if not (p.is_file() and p.suffix in ('.ckpt', '.safetensors')):
+        raise FileNotFoundError(f'{p}: not a .ckpt/.safetensors checkpoint, a train_llm run or checkpoint folder, or a Hugging Face model folder')
+    _refuse_adapter(p)
+    return p, _tokenizer_beside(p)
 
 def load_eval_model(path:str|Path)->msm.LlamaForCausalLM:
     "The model of `_resolve(path)`; a Hugging Face folder is converted to MindSpore first (into a temporary file)."
@@ -81,9 +106,22 @@ def load_eval_model(path:str|Path)->msm.LlamaForCausalLM:
         with tempfile.TemporaryDirectory(prefix='msllm_eval_') as d:
             convert_hf_to_ms(p, Path(d)/'model.ckpt')
             m = load_model(Path(d)/'model.ckpt')
-    else: m = load_model(p)
+    else:
+        try: m = load_model(p)
+        except ValueError as e: _refuse_adapter(p, re.findall(r"'([^']*mindpet_delta_lora[^']*)'", str(e))); raise
     m.set_train(False)
     return m
+
+def result_name(path:str|Path)->str:
+    """The name a model's harness results are filed under (`<output_path>/<name>/results_….json`, as the harness files
+    `hf` results under the model's name): `<run>/<step folder>` or `<run>/merged` for a train_llm run, else the checkpoint's name."""
+    try: ck, _ = _resolve(path)
+    except (FileNotFoundError, ValueError): return Path(path).name or 'model'
+    d = ck.parent
+    if ck.is_dir(): return ck.name  # a Hugging Face folder
+    if d.parent.name == 'checkpoints': return f'{d.parent.parent.name}/{d.name}'
+    if d.name == 'merged': return f'{d.parent.name}/merged'
+    return d.name if ck.stem == 'model' else ck.stem
 
 # %% ../nbs/09_eval.ipynb #9b1d8410
 model_registry.register('msllm', target='msllm_nb.eval:MsllmLM')  # `--model msllm`: the harness imports this module when asked (a notebook may run this cell again)
@@ -106,15 +144,25 @@ class MsllmLM(TemplateLM):
         self.batch_size = _batch_size(batch_size)
         self._max_length, self.bucket, self.name = max_length or model.config.max_position_embeddings, bucket, str(ckpt or 'model')
     @classmethod
-    def create_from_arg_obj(cls, args:dict, additional_config:dict|None=None):
-        """`--model_args` as the harness passes them (its CLI: a dict; `simple_evaluate`: a string, below), checked key by
-        key first, so that a typo, a missing `ckpt` or a file that is not there is one `ModelArgsError` naming it. A
-        `batch_size` in `--model_args` wins over `--batch_size`, which the harness always passes (1 unless set)."""
-        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
+    def check_args(cls, args:dict):
+        """`--model_args` checked key by key before anything loads, so that a typo, a bad number, a missing `ckpt`, a file
+        that is not there or a checkpoint with no tokenizer is one `ModelArgsError` naming it."""
         if bad := sorted(set(args) - MODEL_ARGS): raise ModelArgsError(f"--model_args: unknown key {bad[0]!r} for --model msllm (known: {', '.join(sorted(MODEL_ARGS))})")
         for k in ('max_length', 'bucket'):
             if k in args and not (type(args[k]) is int and args[k] >= 1): raise ModelArgsError(f'--model_args: {k}={args[k]!r}: a whole number of tokens, at least 1')
         if not args.get('ckpt'): raise ModelArgsError('--model_args: ckpt=PATH is needed: a .ckpt/.safetensors checkpoint, a train_llm run or checkpoint folder, or a Hugging Face model folder')
+        try:
+            if 'batch_size' in args: _batch_size(args['batch_size'])
+            _, guess = _resolve(args['ckpt'])
+            tok = args.get('tokenizer') or guess or _no_tokenizer(args['ckpt'])
+            if not Path(tok).exists(): raise FileNotFoundError(f'{tok}: no such tokenizer')
+        except (FileNotFoundError, ValueError) as e: raise ModelArgsError(f'--model_args: {e}') from None
+    @classmethod
+    def create_from_arg_obj(cls, args:dict, additional_config:dict|None=None):
+        """`--model_args` as the harness passes them (its CLI: a dict; `simple_evaluate`: a string, below), checked first
+        (`check_args`). A `batch_size` in `--model_args` wins over `--batch_size`, which the harness always passes (1 unless set)."""
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in args}
+        cls.check_args(args)
         try: return cls(**args, **extra)
         except (FileNotFoundError, ValueError) as e: raise ModelArgsError(f'--model_args: {e}') from None
     @classmethod
@@ -137,7 +185,7 @@ class MsllmLM(TemplateLM):
 
 MODEL_ARGS = {'ckpt', 'tokenizer', 'batch_size', 'max_length', 'bucket', 'device', 'dtype'}  # device, dtype: what the harness passes every model (unused here)
 
-class ModelArgsError(ValueError):
+class ModelArgsError(UsageError):
     "A bad `--model_args` for `--model msllm`: `msllm-lm-eval` prints it as one line and exits 2."
 
 def _batch_size(b)->int:
@@ -347,28 +395,118 @@ def build_tasks(inputs:list, # cleaned JSON-lines files or folders: their held-o
         write_task(out_dir, f'msllm_bpb_{g}', tasks[f'msllm_bpb_{g}'], False)
     return {k: len(v) for k, v in tasks.items()}
 
+# %% ../nbs/09_eval.ipynb #3e435a87
+from lm_eval.tasks import TaskManager
+
+class TaskFileError(UsageError):
+    "A harness task file that cannot be loaded, or whose first document does not render: one line naming the file, exit 2."
+
 def task_names(task_dir:str|Path)->list[str]:
-    "The tasks a folder holds (its YAML files' `task` names)."
+    "The tasks a folder holds (its YAML files' `task` names); a file that is not YAML is a `TaskFileError` naming it."
     import yaml
-    return sorted(yaml.safe_load(p.read_text(encoding='utf-8'))['task'] for p in Path(task_dir).glob('*.yaml'))
+    from lm_eval.tasks._yaml_loader import load_yaml  # the harness's reader: it knows `!function`
+    names = []
+    for p in sorted(Path(task_dir).glob('*.yaml')):
+        try: cfg = load_yaml(p, resolve_func=False, recursive=False)
+        except (yaml.YAMLError, UnicodeDecodeError) as e: raise TaskFileError(f'task file {p}: not YAML ({" ".join(str(e).split())})') from None
+        if isinstance(cfg, dict) and isinstance(cfg.get('task'), str): names.append(cfg['task'])
+    return sorted(names)
+
+def _problem(e:BaseException, cfg:dict|None=None)->str:
+    "One line for what went wrong in a task: the innermost error (under `datasets`' wrappers), and the field it is in."
+    while e.__cause__ is not None: e = e.__cause__
+    msg, kind = ' '.join(str(e).split()), type(e).__name__
+    if kind == 'SchemaInferenceError': return 'its data file holds no documents'
+    if kind == 'UndefinedError' and (m := re.match(r"'(\w+)' is undefined", msg)):
+        field = next((k for k, v in (cfg or {}).items() if k.startswith('doc_to_') and isinstance(v, str) and m[1] in v), 'a template')
+        return f'{field}: {msg} (a field the documents do not have)'
+    if isinstance(e, FileNotFoundError): return f'dataset_kwargs: {msg}'
+    return f'{kind}: {msg}'
+
+def check_task(task, where:str)->None:
+    "The first document of a loaded harness task renders (its prompt, target and choices), or a `TaskFileError` naming `where`."
+    docs = task.eval_docs
+    if len(docs) == 0: raise TaskFileError(f'{where}: no documents in its evaluation split')
+    doc, cfg, got = docs[0], task.config.to_dict(), {}
+    for f in ['doc_to_text', 'doc_to_target'] + (['doc_to_choice'] if task.OUTPUT_TYPE == 'multiple_choice' else []):
+        try: got[f] = getattr(task, f)(doc)
+        except Exception as e: raise TaskFileError(f'{where}: {_problem(e, {f: cfg.get(f)})}') from None
+    t, ch = got['doc_to_target'], got.get('doc_to_choice')
+    if ch is not None and isinstance(t, int) and not 0 <= t < len(ch):
+        raise TaskFileError(f"{where}: doc_to_target: the first document's target {t} is not one of its {len(ch)} choices")
+
+class CheckedTaskManager(TaskManager):
+    """The harness's `TaskManager`, checking every task it loads before anything is scored: its config, its dataset and its
+    first document (`check_task`). A mistake is a `TaskFileError` naming the task file. The last list loaded is kept, so
+    that the evaluation that asks for it again gets the same tasks without reading their data twice."""
+    def where(self, spec)->str:
+        "The task file of a task name (or the task itself)."
+        e = self._entry(spec) if isinstance(spec, str) else None
+        return f'task file {e.yaml_path}' if e is not None and e.yaml_path else f"task {spec if isinstance(spec, str) else spec.get('task', spec)}"
+    def load(self, task_list):
+        specs = list(task_list) if isinstance(task_list, (list, tuple)) else [task_list]
+        if getattr(self, '_kept', (None,))[0] == repr(specs): return self._kept[1]
+        try: out = super().load(specs)
+        except Exception as e:
+            for s in specs:  # which one: each alone (only on this path)
+                try: super().load([s])
+                except Exception as e1:
+                    raise TaskFileError(f'{self.where(s)}: {_problem(e1, getattr(self._entry(s) if isinstance(s, str) else None, "cfg", None))}') from None
+            raise TaskFileError(f'tasks {specs}: {_problem(e)}') from None
+        for name, task in out['tasks'].items(): check_task(task, self.where(name))
+        self._kept = (repr(specs), out)
+        return out
+
+def load_tasks(task_dir:str|Path, names:list[str])->dict:
+    "{name: harness Task} of tasks in a folder, loaded and checked (`CheckedTaskManager`) without a model."
+    with _quiet_harness():
+        return CheckedTaskManager(include_path=str(task_dir), include_defaults=False).load(list(names))['tasks']
+
+@contextmanager
+def _quiet_harness():
+    "The harness's INFO lines (one per task it builds) and `datasets`' progress bars (one per file read) off, inside."
+    import datasets
+    log = logging.getLogger('lm_eval'); level = log.level
+    log.setLevel(logging.WARNING); datasets.disable_progress_bars()
+    try: yield
+    finally: log.setLevel(level); datasets.enable_progress_bars()
 
 # %% ../nbs/09_eval.ipynb #ef714201
+def _evaluate(lm, tm:TaskManager, tasks:list, limit:int|None, log_samples:bool)->dict:
+    "`lm_eval.simple_evaluate` of tasks (names or loaded `Task`s) on a model object, git asked quietly."
+    import lm_eval, lm_eval.evaluator as harness
+    git_hash, harness.get_git_commit_hash = harness.get_git_commit_hash, _git_commit_quietly
+    try: return lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, limit=limit, log_samples=log_samples, torch_random_seed=None, bootstrap_iters=0)
+    finally: harness.get_git_commit_hash = git_hash
+
 def run_tasks(lm, # an lm_eval LM (an `MsllmLM`, or the harness's `hf` model)
               task_dir:str|Path, tasks:list[str]|None=None, # task names (default: every task in the folder)
               limit:int|None=None, # documents per task (None: all)
               log_samples:bool=False)->dict:
-    "Run tasks of a folder through lm-evaluation-harness; returns its results dict."
-    import logging, lm_eval
-    from lm_eval.tasks import TaskManager
+    "Run tasks of a folder through lm-evaluation-harness, each task file checked first (`CheckedTaskManager`); returns its results dict."
     known = task_names(task_dir)
     if unknown := [t for t in (tasks or []) if t not in known]: raise ValueError(f'unknown task {unknown[0]!r}: {task_dir} has {known}')
-    import datasets, lm_eval.evaluator as harness
-    logging.getLogger('lm_eval').setLevel(logging.WARNING)  # its INFO lines narrate every task it builds
-    datasets.disable_progress_bars()  # a bar per task file read; the harness's own bars show the work
-    git_hash, harness.get_git_commit_hash = harness.get_git_commit_hash, _git_commit_quietly
-    try: return lm_eval.simple_evaluate(model=lm, tasks=tasks or known, task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
-                                        limit=limit, log_samples=log_samples, torch_random_seed=None, bootstrap_iters=0)
-    finally: datasets.enable_progress_bars(); harness.get_git_commit_hash = git_hash
+    with _quiet_harness():
+        return _evaluate(lm, CheckedTaskManager(include_path=str(task_dir), include_defaults=False), list(tasks or known), limit, log_samples)
+
+def run_each(lm, tasks:dict, # {name: Task}, as `load_tasks` returns them
+             limit:int|None=None)->tuple[dict|None, str|None]:
+    "Run loaded tasks one at a time: (the results of those that finished, joined, or None; a line naming the first that failed, or None)."
+    done, tm = [], TaskManager(include_defaults=False)
+    with _quiet_harness():
+        for name, task in tasks.items():
+            try: done.append(_evaluate(lm, tm, [task], limit, False))
+            except Exception as e: return merge_results(done), f'task {name} failed while scoring: {_problem(e)}'
+    return merge_results(done), None
+
+def merge_results(parts:list[dict])->dict|None:
+    "One harness results dict from runs of one task each: their per-task tables joined; the run's own fields from the first."
+    if not parts: return None
+    out = dict(parts[0])
+    for r in parts[1:]:
+        for k, v in r.items():
+            if k != 'config' and isinstance(v, dict) and isinstance(out.get(k), dict): out[k] = {**out[k], **v}
+    return out
 
 def _git_commit_quietly()->str|None:
     """The harness's `get_git_commit_hash` (the commit its results record), with git's stderr discarded: outside a git
@@ -378,16 +516,17 @@ def _git_commit_quietly()->str|None:
     try: return subprocess.check_output(['git', 'describe', '--always'], stderr=subprocess.DEVNULL).strip().decode()
     except (subprocess.CalledProcessError, FileNotFoundError): return get_commit_from_path(os.getcwd())
 
-def save_results(results:dict, out:str|Path)->Path:
-    "Write harness results with the harness's own writer (`EvaluationTracker`): `out/<model>/results_<time>.json`."
+def save_results(results:dict, out:str|Path, name:str='msllm')->Path:
+    "Write harness results with the harness's own writer (`EvaluationTracker`): `out/<name>/results_<time>.json` (`name` sanitized as the harness does: `/` → `__`)."
     from lm_eval.loggers import EvaluationTracker
+    from lm_eval.utils import sanitize_model_name
     tr = EvaluationTracker(output_path=str(out))
-    tr.general_config_tracker.model_name_sanitized = 'msllm'
+    tr.general_config_tracker.model_name, tr.general_config_tracker.model_name_sanitized = name, sanitize_model_name(name)
     samples = results.pop('samples', None)
     tr.save_results_aggregated(results=results, samples=samples)
     if samples:
         for t in results['configs']: tr.save_results_samples(task_name=t, samples=samples[t])
-    return max(Path(out).rglob('results_*.json'), key=lambda p: p.stat().st_mtime)
+    return Path(out)/sanitize_model_name(name)/f'results_{tr.date_id}.json'
 
 def scores(results:dict)->dict:
     "{task: acc, exact_match or bits_per_byte} of a harness results dict."
@@ -417,6 +556,7 @@ class TrainingEval:
         known = task_names(self.task_dir)
         if not self.tasks or (bad := [t for t in self.tasks if t not in known]):
             raise ValueError('eval_tasks: ' + (f'unknown task {bad[0]!r}' if self.tasks else 'empty') + f'; {self.task_dir} has {known}')
+        load_tasks(self.task_dir, self.tasks)  # each task file read and its first document rendered: a mistake stops the run before its first step
         self.lm = MsllmLM(model=model, tok=load_tokenizer(tokenizer))
         self.chance = {t: _chance(self.task_dir, t) for t in self.tasks}
     def __call__(self)->dict:
@@ -446,67 +586,193 @@ def read_texts(paths:list)->dict:
     return dict(out)
 
 def _prepare(model:str, tokenizer:str|None, tasks:str, texts:list|None, task_dir:str|None, bpb_docs:int, work:Path)->tuple:
-    "Check every input before compute: (tokenizer, texts by group, task folder, task names)."
+    "Check every input before compute: (tokenizer, texts by group, {task name: loaded and checked Task})."
     _, guess = _resolve(model)
     tok = load_tokenizer(tokenizer or guess or _no_tokenizer(model))
+    if task_dir is not None and not Path(task_dir).is_dir(): raise UsageError(f'--task_dir {task_dir}: no such folder')
     sample = None
     if not texts or (task_dir is None and tasks != 'none'):
         from msllm_nb.shards import sample_tokens
         sample = sample_tokens().parent/'clean'  # the bundled corpus, cleaned (built once and cached)
     docs = read_texts(texts) if texts else {g: t[:bpb_docs] for g, t in heldout_documents([sample]).items()}
-    if tasks == 'none': return tok, docs, None, []
+    if tasks == 'none': return tok, docs, {}
     if task_dir is None: build_tasks([sample], work/'tasks'); task_dir = work/'tasks'
     known = task_names(task_dir)
     names = [t for t in known if not t.startswith('msllm_bpb_')] if tasks == 'all' else tasks.split(',')
-    if unknown := [t for t in names if t not in known]: raise ValueError(f'--tasks: unknown task {unknown[0]!r}; {task_dir} has {known}')
-    return tok, docs, task_dir, names
+    if unknown := [t for t in names if t not in known]: raise UsageError(f'--tasks: unknown task {unknown[0]!r}; {task_dir} has {known}')
+    return tok, docs, load_tasks(task_dir, names)  # each task file read and its first document rendered: before any scoring
 
-@call_parse
-def eval_cli(model:Param('a .ckpt/.safetensors with its .yaml, a train_llm run or checkpoint folder, or a Hugging Face model folder', str),
-             tokenizer:Param('tokenizer: SentencePiece .model, tokenizer.json or a folder (default: the one the model names)', str)=None,
-             tasks:Param('comma-separated task names, "all" (the multiple-choice ones) or "none"', str)='all',
-             texts:Param('cleaned .jsonl or .txt files to score in bits per byte (default: held-out documents of the bundled corpus)', str, nargs='*', action='extend')=None,
-             task_dir:Param('folder of harness task YAMLs (default: the course tasks, built from the bundled corpus)', str)=None,
-             limit:Param('documents per task (default: all)', int)=None,
-             bpb_docs:Param('held-out documents per group for bits per byte', int)=40,
-             batch_size:Param('requests per forward pass', int)=8,
-             device:Param('CPU, GPU or Ascend', str)='CPU',
-             mode:Param('graph (compiled once per padded length: fast for small models and many requests) or pynative (no compile, less memory)', str)='graph',
-             out:Param('folder for the harness JSON results', str)=None,
-             json_out:Param('print the results as JSON', store_true)=False):
-    "Evaluate a model: bits per byte per domain, and lm-evaluation-harness tasks, on MindSpore."
-    with tempfile.TemporaryDirectory(prefix='msllm_eval_') as work:
-        try:
-            for flag, v in (('--limit', limit), ('--bpb_docs', bpb_docs), ('--batch_size', batch_size)):
-                if v is not None and v < 1: raise ValueError(f'{flag} {v}: must be at least 1')
-            tok, docs, tdir, names = _prepare(model, tokenizer, tasks, texts, task_dir, bpb_docs, Path(work))
-            set_device(device, mode)
-            lm = MsllmLM(model, tok=tok, batch_size=batch_size)
-        except (ValueError, FileNotFoundError) as e: print(f'msllm-eval: {e}', file=sys.stderr); sys.exit(2)
-        rows = bits_per_byte(lm, docs)
-        res = run_tasks(lm, tdir, names, limit) if names else None
-        if res is not None and out: print(f'harness results: {save_results(res, out)}', file=sys.stderr)
-    report = {'model': model, 'bits_per_byte': rows, 'tasks': scores(res) if res else {}}
+def _report(model:str, rows:list, res:dict|None, failed:str|None, json_out:bool):
+    "Print what was computed: bits per byte by group, then each task's score (as JSON with `json_out`)."
+    report = {'model': model, 'bits_per_byte': rows, 'tasks': scores(res) if res else {}, **({'failed': failed} if failed else {})}
     if json_out: print(json.dumps(report, indent=1)); return
     for r in rows: print(f"{r['group']:>16}  {r['bits_per_byte']:.3f} bits/byte  {r['tokens_per_byte']:.3f} tokens/byte  ({r['docs']} docs)")
     for t, v in report['tasks'].items(): print(f'{t:>16}  acc {v:.3f}')
 
-def set_device(name:str|None, mode:str='graph'):
-    "MindSpore's device for a harness-style name (cpu, cuda, cuda:0, npu) or MindSpore's own (CPU, GPU, Ascend), and its mode."
+@call_parse
+def eval_cli(model:Param('a .ckpt/.safetensors with its .yaml, a train_llm run or checkpoint folder, or a Hugging Face model folder', str),
+             tokenizer:Param('tokenizer: SentencePiece .model, tokenizer.json or a folder (default: the one beside the model, or the one its run names)', str)=None,
+             tasks:Param('comma-separated task names, "all" (the multiple-choice ones) or "none"', str)='all',
+             texts:Param('cleaned .jsonl or .txt files to score in bits per byte (default: held-out documents of the bundled corpus)', str, nargs='*', action='extend')=None,
+             task_dir:Param('folder of harness task YAMLs (default: the course tasks, built from the bundled corpus)', str)=None,
+             limit:Param('documents per task (default: all)', count)=None,
+             bpb_docs:Param('held-out documents per group for bits per byte', count)=40,
+             batch_size:Param('requests per forward pass', count)=8,
+             device:Param('CPU, GPU or Ascend', str)='CPU',
+             mode:Param('graph (compiled once per padded length: fast for small models and many requests) or pynative (no compile, less memory)', str, choices=['graph', 'pynative'])='graph',
+             out:Param('folder for the harness JSON results (written under the checkpoint\'s name)', str)=None,
+             json_out:Param('print the results as JSON', store_true)=False):
+    "Evaluate a model: bits per byte per domain, and lm-evaluation-harness tasks, on MindSpore."
+    with tempfile.TemporaryDirectory(prefix='msllm_eval_') as work:
+        with answers('msllm-eval', usage=(UsageError, ValueError, FileNotFoundError)):
+            ms_device(device)  # a wrong name is refused before anything is read
+            tok, docs, loaded = _prepare(model, tokenizer, tasks, texts, task_dir, bpb_docs, Path(work))
+            set_device(device, mode)
+            lm = MsllmLM(model, tok=tok, batch_size=batch_size)
+        rows = bits_per_byte(lm, docs)
+        res, failed = run_each(lm, loaded, limit)  # a task that fails while scoring keeps the scores before it
+    if res is not None and out: print(f'harness results: {save_results(res, out, result_name(model))}', file=sys.stderr)
+    _report(model, rows, res, failed, json_out)
+    if failed: fail('msllm-eval', f'{failed} (the scores above were computed before it)', 1)
+
+def ms_device(name:str|None)->str:
+    "MindSpore's device for a harness-style name (cpu, cuda, cuda:0, npu) or MindSpore's own (CPU, GPU, Ascend)."
     dev = {'cpu': 'CPU', 'cuda': 'GPU', 'gpu': 'GPU', 'npu': 'Ascend', 'ascend': 'Ascend'}.get(str(name or 'cpu').split(':')[0].lower())
-    if dev is None: raise ValueError(f'--device {name}: choose CPU, GPU or Ascend')
-    if mode not in ('graph', 'pynative'): raise ValueError(f'--mode {mode}: choose graph or pynative')
-    use_device(dev, mode); ms.set_context(mode=ms.GRAPH_MODE if mode == 'graph' else ms.PYNATIVE_MODE)
+    if dev is None: raise UsageError(f'--device {name}: choose CPU, GPU or Ascend')
+    return dev
+
+def set_device(name:str|None, mode:str='graph'):
+    "Use the device `ms_device(name)` in MindSpore's `mode` (graph or pynative)."
+    if mode not in ('graph', 'pynative'): raise UsageError(f'--mode {mode}: choose graph or pynative')
+    use_device(ms_device(name), mode); ms.set_context(mode=ms.GRAPH_MODE if mode == 'graph' else ms.PYNATIVE_MODE)
+
+# %% ../nbs/09_eval.ipynb #308c18b5
+def _harness_limit(s:str)->float:
+    "The harness's --limit: documents per task (a whole number ≥ 1) or a share of them (a number between 0 and 1)."
+    x = positive(s)
+    if x > 1 and x != int(x): raise argparse.ArgumentTypeError(f'{s!r}: a whole number of documents, or a share between 0 and 1')
+    return x
+
+def _harness_batch_size(s:str)->str:
+    "The harness's --batch_size: a whole number ≥ 1, 'auto' or 'auto:N'."
+    try: s == 'auto' or count(s[5:] if s.startswith('auto:') else s)
+    except argparse.ArgumentTypeError: raise argparse.ArgumentTypeError(f"{s!r}: a whole number ≥ 1, 'auto' or 'auto:N'") from None
+    return s
+
+def _harness_seed(s:str)->list:
+    "The harness's --seed: one whole number ≥ 0 for its four generators, or python,numpy,torch,fewshot (None: not seeded)."
+    vals = s.split(',')
+    try: out = [None if v.strip().lower() == 'none' else natural(v) for v in vals] if len(vals) in (1, 3, 4) else None
+    except argparse.ArgumentTypeError: out = None
+    if out is None: raise argparse.ArgumentTypeError(f'{s!r}: a whole number ≥ 0, or python,numpy,torch,fewshot seeds (None leaves one unseeded)')
+    return out * 4 if len(out) == 1 else out + [1234] * (4 - len(out))
+
+_harness_limit.bounds, _harness_batch_size.bounds, _harness_seed.bounds = positive.bounds, count.bounds, natural.bounds
+HARNESS_FLAGS = {'--limit': _harness_limit, '--num_fewshot': natural, '--batch_size': _harness_batch_size, '--max_batch_size': count, '--seed': _harness_seed}
+
+def lm_eval_parser():
+    "The harness's own command line (its `HarnessCLI`) as msllm-lm-eval parses it: a usage error is a `UsageError`; every number has bounds."
+    from lm_eval._cli import HarnessCLI
+    h = HarnessCLI()
+    h._parser.prog = 'msllm-lm-eval'
+    def error(msg): raise UsageError(f'{msg} (--help lists the flags)')
+    for p in (h._parser, *h._subparsers.choices.values()):
+        p.error = error
+        for a in p._actions:
+            if t := next((HARNESS_FLAGS[o] for o in a.option_strings if o in HARNESS_FLAGS), None): a.type = t
+    return h
+
+def _check_run_args(args:argparse.Namespace):
+    "What msllm-lm-eval checks before the harness starts: a task to run, the folders and files named, the device; no torch seed unless asked."
+    if not args.tasks and not args.config:
+        raise UsageError('--tasks: none given (e.g. --model msllm --model_args ckpt=RUN_DIR --tasks msllm_cont_en --include_path TASK_DIR)')
+    if args.include_path and not Path(args.include_path).is_dir(): raise UsageError(f'--include_path {args.include_path}: no such folder')
+    if args.config and not Path(args.config).is_file(): raise UsageError(f'--config {args.config}: no such file')
+    if args.seed is None: args.seed = [0, 1234, None, 1234]  # the harness's seeds, less torch's (seeding it imports PyTorch)
+    set_device(args.device)
 
 def lm_eval_cli():
-    "lm-evaluation-harness's own command line (`lm_eval`), with the `msllm` model registered; no torch seed unless --seed sets one."
-    if not any(a == '--seed' or a.startswith('--seed=') for a in sys.argv): sys.argv += ['--seed', '0,1234,None,1234']
-    dev = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == '--device'), None)
-    try: set_device(dev)
-    except ValueError as e: print(f'msllm-lm-eval: {e}', file=sys.stderr); sys.exit(2)
-    from lm_eval.__main__ import cli_evaluate
-    try: cli_evaluate()
-    except ModelArgsError as e: print(f'msllm-lm-eval: {e}', file=sys.stderr); sys.exit(2)
+    """lm-evaluation-harness's own command line (`lm_eval`), with the `msllm` model registered and its mistakes answered in
+    one line: a bad flag, task or task file exit 2 before a model is loaded; a task that fails while scoring exit 1."""
+    with answers('msllm-lm-eval', usage=(UsageError,), runtime=(RunFailure,)):
+        h = lm_eval_parser()
+        argv = sys.argv[1:]
+        if not argv or (argv[0] not in h._subparsers.choices and argv[0] not in ('-h', '--help')): argv = ['run', *argv]
+        args = h._parser.parse_args(argv)
+        if args.command == 'run': _check_run_args(args)
+        from lm_eval.utils import setup_logging
+        setup_logging()
+        with harness_patches(): h.execute(args)
+
+# %% ../nbs/09_eval.ipynb #69fb6e38
+class _HeldLogs:
+    "The harness's log lines (and `datasets`' progress bars) held back until `release`: a mistake found before then is one line."
+    def __enter__(self):
+        import logging.handlers, datasets
+        datasets.disable_progress_bars(); self.bars = datasets.enable_progress_bars
+        self.log = logging.getLogger('lm_eval'); self.real = self.log.handlers[:]
+        self.buf = logging.handlers.MemoryHandler(1 << 20, flushLevel=logging.CRITICAL + 1)
+        self.log.handlers = [self.buf]
+        return self
+    def release(self):
+        if self.buf is None: return
+        self.log.handlers, held, self.buf = self.real, self.buf.buffer, None
+        for r in held: self.log.handle(r)
+        self.bars()
+    def __exit__(self, kind, *exc):
+        if kind is None: self.release()
+        elif self.buf is not None: self.log.handlers, self.buf = self.real, None; self.bars()  # a mistake: its line alone
+
+def _patch(stack:ExitStack, obj, name:str, value):
+    "`obj.name = value` until `stack` closes (a class's own descriptor, e.g. a classmethod, is put back as it was)."
+    old = vars(obj)[name] if isinstance(obj, type) and name in vars(obj) else getattr(obj, name)
+    setattr(obj, name, value); stack.callback(setattr, obj, name, old)
+
+def _failing_task(e:BaseException)->str:
+    "'task NAME' for the harness `Task` whose code raised `e` (the innermost `self` in the traceback that is one), else 'a task'."
+    from lm_eval.api.task import Task
+    tb, name = e.__traceback__, None
+    while tb is not None:
+        s = tb.tb_frame.f_locals.get('self')
+        if isinstance(s, Task): name = s.config.task
+        tb = tb.tb_next
+    return f'task {name}' if name else 'a task'
+
+@contextmanager
+def harness_patches():
+    """Inside, the harness runs as msllm-lm-eval needs: its arguments, `msllm`'s `--model_args` and every task file are
+    checked before a model is loaded (`CheckedTaskManager`), its log lines held until they pass; git is asked quietly; `--model msllm` results are
+    filed under the checkpoint's name (`result_name`, where the harness would draw a random one); a task that fails while
+    scoring is a `RunFailure` naming it."""
+    import lm_eval.tasks, lm_eval.evaluator as ev
+    from lm_eval.config.evaluate_config import EvaluatorConfig
+    from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
+    from_cli, process, name_of, evaluate = EvaluatorConfig.from_cli, EvaluatorConfig.process_tasks, GeneralConfigTracker._get_model_name, ev.evaluate
+    with ExitStack() as stack, _HeldLogs() as held:
+        def checked_from_cli(cls, namespace):
+            try: cfg = from_cli(namespace)
+            except (ValueError, TypeError, FileNotFoundError) as e: raise UsageError(' '.join(str(e).split())) from None
+            if cfg.model == 'msllm': MsllmLM.check_args(cfg.model_args or {})  # before the harness logs a line
+            return cfg
+        def checked_tasks(self, metadata=None):
+            try: tm = process(self, metadata)
+            except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
+                m, where = re.match(r'Tasks not found: (.*)', str(e)), f'in --include_path {self.include_path} nor ' if self.include_path else ''
+                raise UsageError(f"--tasks: unknown task {m[1]!r} (not {where}among the harness's tasks)" if m else f'--tasks: {e}') from None
+            tm.load(self.tasks)  # each task file read and its first document rendered (kept for the evaluation)
+            held.release()
+            return tm
+        def model_name(model_args):
+            a = simple_parse_args_string(model_args) if isinstance(model_args, str) else model_args
+            return result_name(a['ckpt']) if isinstance(a, dict) and a.get('ckpt') else name_of(model_args)
+        def named_failure(*a, **kw):
+            try: return evaluate(*a, **kw)
+            except Exception as e: raise RunFailure(f'{_failing_task(e)} failed while scoring: {_problem(e)}') from e
+        for obj, name, value in [(lm_eval.tasks, 'TaskManager', CheckedTaskManager), (ev, 'get_git_commit_hash', _git_commit_quietly),
+                                 (EvaluatorConfig, 'from_cli', classmethod(checked_from_cli)), (EvaluatorConfig, 'process_tasks', checked_tasks),
+                                 (GeneralConfigTracker, '_get_model_name', staticmethod(model_name)), (ev, 'evaluate', named_failure)]:
+            _patch(stack, obj, name, value)
+        yield
 
 # %% ../nbs/09_eval.ipynb #3bd966c5
 def per_request(results:dict)->dict:

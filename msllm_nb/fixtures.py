@@ -12,7 +12,8 @@ from .convert import from_hf_config, hf_to_ms_name, unpermute_meta_qk, gguf_fiel
 
 # %% auto #0
 __all__ = ['FIXTURE_VERSION', 'GGUF_FIXTURE_TYPES', 'make_tiny_hf', 'smollm2_gguf', 'build_smollm2_hf', 'build_hf_from_gguf',
-           'gguf_special_tokens', 'fixture_dir', 'write_gguf_fixture', 'write_tokenizer_gguf']
+           'gguf_special_tokens', 'fixture_dir', 'write_gguf_fixture', 'tiny_bpe_vocab', 'write_tokenizer_gguf',
+           'auto_tokenizer_ids']
 
 # %% ../nbs/04_fixtures.ipynb #91a90b09
 def make_tiny_hf(out_dir:str|Path, # where config.json + model.safetensors are written
@@ -158,7 +159,8 @@ def _kquant_bytes(rows:int, cols:int, qtype, rng)->np.ndarray:
 
 def write_gguf_fixture(hf_dir:str|Path, # a tiny HF LLaMA (rows of 256: hidden and intermediate sizes multiples of 256)
                        out:str|Path, seed:int=0,
-                       types:dict|None=None # weight kind → GGML type name (default GGUF_FIXTURE_TYPES; {} writes every tensor as F32)
+                       types:dict|None=None, # weight kind → GGML type name (default GGUF_FIXTURE_TYPES; {} writes every tensor as F32)
+                       tokenizer:dict|None=None # its vocabulary as `write_tokenizer_gguf`'s keywords (`tiny_bpe_vocab`); None: no tokenizer
                       )->Path:
     "Write `hf_dir`'s model as a llama.cpp GGUF (q/k permuted as llama.cpp does), one GGML type per kind of weight."
     import gguf
@@ -168,6 +170,7 @@ def write_gguf_fixture(hf_dir:str|Path, # a tiny HF LLaMA (rows of 256: hidden a
                  ('feed_forward_length', c.intermediate_size), ('head_count', c.num_attention_heads), ('head_count_kv', c.num_key_value_heads)):
         getattr(w, f'add_{k}')(v)
     w.add_rope_freq_base(c.rope_theta); w.add_layer_norm_rms_eps(c.rms_norm_eps); w.add_vocab_size(c.vocab_size)
+    if tokenizer: _add_tokenizer(w, **tokenizer)
     for hf in f.keys():
         name = _map(hf_to_ms_name(hf), _GG_REV)
         a = f.get(hf).astype(np.float32)
@@ -180,6 +183,31 @@ def write_gguf_fixture(hf_dir:str|Path, # a tiny HF LLaMA (rows of 256: hidden a
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
 
+def _add_tokenizer(w, model:str, tokens:list, types:list, pre=None, merges=None, scores=None, space_prefix=None, **ids):
+    "A tokenizer's metadata, as llama.cpp's converter writes it, into an open `gguf.GGUFWriter`."
+    w.add_tokenizer_model(model); w.add_token_list(tokens); w.add_token_types(types)
+    if pre: w.add_tokenizer_pre(pre)
+    if merges: w.add_token_merges(merges)
+    if scores: w.add_token_scores(scores)
+    if space_prefix is not None: w.add_add_space_prefix(space_prefix)
+    for k, v in ids.items(): getattr(w, f'add_{k}_token_id')(v)
+
+def tiny_bpe_vocab(vocab_size:int=512 # the tiny models' vocabulary
+                  )->dict:
+    """A byte-level BPE of `vocab_size` tokens (GPT-2's split, `<|endoftext|>` first) trained on the bundled Tempest, as
+    `write_tokenizer_gguf`'s keywords: the vocabulary of a tiny GGUF fixture (`write_gguf_fixture(..., tokenizer=)`)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    tk = Tokenizer(models.BPE()); tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tr = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=['<|endoftext|>'], show_progress=False,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    text = (Path(__file__).parent/'data'/'sample'/'en_literature'/'tempest_gut.txt').read_text(errors='ignore')[:100_000]
+    tk.train_from_iterator(text.splitlines(), tr)
+    m = json.loads(tk.to_str())['model']
+    tokens = sorted(m['vocab'], key=m['vocab'].get)
+    if len(tokens) != vocab_size: raise RuntimeError(f'tiny_bpe_vocab: {len(tokens)} tokens learned, {vocab_size} asked')
+    return dict(model='gpt2', tokens=tokens, types=[3 if t == '<|endoftext|>' else 1 for t in tokens], pre='gpt-2',
+                merges=[' '.join(x) if isinstance(x, list) else x for x in m['merges']], bos=0, eos=0)
+
 def write_tokenizer_gguf(out:str|Path, model:str, # tokenizer.ggml.model: gpt2 (byte-level BPE) or llama (SentencePiece)
                          tokens:list, types:list, pre:str|None=None, merges:list|None=None, scores:list|None=None,
                          space_prefix:bool|None=None, **ids # bos=1, eos=2, unk=0, padding=...: the special tokens' ids
@@ -187,11 +215,15 @@ def write_tokenizer_gguf(out:str|Path, model:str, # tokenizer.ggml.model: gpt2 (
     "A GGUF holding only a tokenizer's metadata, written as llama.cpp's converter writes it; returns an open `GGUFReader`."
     import gguf
     w = gguf.GGUFWriter(str(out), 'llama')
-    w.add_tokenizer_model(model); w.add_token_list(tokens); w.add_token_types(types)
-    if pre: w.add_tokenizer_pre(pre)
-    if merges: w.add_token_merges(merges)
-    if scores: w.add_token_scores(scores)
-    if space_prefix is not None: w.add_add_space_prefix(space_prefix)
-    for k, v in ids.items(): getattr(w, f'add_{k}_token_id')(v)
+    _add_tokenizer(w, model, tokens, types, pre, merges, scores, space_prefix, **ids)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return gguf.GGUFReader(str(out))
+
+def auto_tokenizer_ids(folder:str|Path, # a Hugging Face model folder
+                       texts:list[str])->list[list[int]]:
+    """The ids `transformers.AutoTokenizer.from_pretrained(folder)` gives `texts`, no special tokens added: a converted
+    folder's tokenizer loads, and encodes as its source does (run through `run_reference`: transformers may import torch)."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    tk = transformers.AutoTokenizer.from_pretrained(str(folder))
+    return [tk.encode(t, add_special_tokens=False) for t in texts]

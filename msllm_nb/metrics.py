@@ -13,12 +13,12 @@ import numpy as np
 import mindspore as ms
 from mindspore import ops, Tensor
 import msllm_nb.model as msm
-from .checkpoints import _atomic_write  # 06·2: metrics.jsonl is rewritten the same crash-safe way
-
+from .checkpoints import _atomic_write, dumps_finite, loads_finite  # 06·2: metrics.jsonl is rewritten the same crash-safe way, and holds only JSON
 
 # %% auto #0
 __all__ = ['flops_per_token', 'measure_peak_flops', 'host_rss_mb', 'device_memory_mb', 'summary_writer', 'MetricsLog',
-           'read_metrics', 'top_operators', 'start_profiler', 'stop_profiler', 'profile_steps', 'profile_text']
+           'read_metrics', 'job_peak', 'peak_warning', 'top_operators', 'start_profiler', 'stop_profiler',
+           'profile_steps', 'profile_text']
 
 # %% ../nbs/06_3_metrics.ipynb #7518593d
 def flops_per_token(cfg:msm.LlamaConfig, seq_len:int)->float:
@@ -67,7 +67,7 @@ class MetricsLog:
     def __call__(self, kind:str, step:int, **values):
         if self.rank != 0: return
         rec = {'kind': kind, 'step': step, 'time': round(time.time(), 3), **values}
-        self.f.write(json.dumps(rec) + '\n'); self.f.flush()
+        self.f.write(dumps_finite(rec) + '\n'); self.f.flush()  # a NaN is written as null, named in the record's non_finite field
         if self.tensorboard and self.tb is None:
             self.tb = summary_writer(self.out/'tb', purge_step=self.purge_step)
         if self.tb is not None:  # NaN/Inf stay in metrics.jsonl: TensorBoard cannot plot them (tensorboardX warns on each)
@@ -106,11 +106,26 @@ def read_metrics(run_dir:str|Path, kind:str|None=None)->list[dict]:
     lines = [l for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
     recs = []
     for i, l in enumerate(lines):
-        try: recs.append(json.loads(l))
+        try: recs.append(loads_finite(l))
         except json.JSONDecodeError:
             if i < len(lines) - 1: raise ValueError(f'{p}:{i + 1}: not a JSON record') from None
     return [r for r in recs if kind is None or r['kind'] == kind]
 
+# %% ../nbs/06_3_metrics.ipynb #72597065
+def job_peak(peak_tflops:float, # per device, from the config; 0: measure
+             world:int, device:str, measure=measure_peak_flops)->dict:
+    """The job's peak FLOP/s for MFU and where it came from: the config's `peak_tflops` × devices, or measured now (on
+    CPU the ranks share the cores, so the peak is one measurement); a CPU measured under load is marked `peak_busy`."""
+    if peak_tflops: return {'peak_flops': peak_tflops * 1e12 * world, 'peak_source': 'peak_tflops', 'peak_busy': False}
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    return {'peak_flops': measure() * (world if device != 'CPU' else 1), 'peak_source': 'measured',
+            'peak_busy': device == 'CPU' and load >= cores, 'load': round(load, 2), 'cores': cores}
+
+def peak_warning(p:dict # `job_peak`'s result
+                )->str|None:
+    "One line when the peak was measured on a busy machine, else None."
+    if not p.get('peak_busy'): return None
+    return f"MFU: peak measured on a busy machine (load {p['load']:.1f} on {p['cores']} cores): set peak_tflops for stable figures"
 
 # %% ../nbs/06_3_metrics.ipynb #21ea5604
 def _op_place(full_name:str)->tuple[str, str]:

@@ -12,6 +12,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 from fastcore.script import call_parse, Param
+from .cli import UsageError, answers, count
 from .env import use_device
 from .course import run_reference
 from .model import LlamaForCausalLM, generate
@@ -19,8 +20,8 @@ from .convert import convert_hf_to_ms
 from .formats import load_model
 
 # %% auto #0
-__all__ = ['TOLERANCE', 'ARCH_FIELDS', 'hf_reference', 'ms_outputs', 'compare', 'same_architecture', 'check_parity',
-           'format_parity', 'break_checkpoint', 'parity_cli']
+__all__ = ['TOLERANCE', 'ARCH_FIELDS', 'PROMPT_SHAPE', 'hf_reference', 'ms_outputs', 'compare', 'same_architecture',
+           'check_parity', 'format_parity', 'break_checkpoint', 'parity_cli']
 
 # %% ../nbs/05_parity.ipynb #9cf2e52d
 def hf_reference(hf_dir:str, # Hugging Face model directory
@@ -85,6 +86,8 @@ def same_architecture(hf_dir:Path, ckpt:str|Path):
     diff = [f'{k} {getattr(ref, k)} vs {getattr(got, k)}' for k in ARCH_FIELDS if getattr(ref, k) != getattr(got, k)]
     if diff: raise ValueError(f'{ckpt} is not a conversion of {hf_dir}: {"; ".join(diff)} (Hugging Face vs checkpoint)')
 
+PROMPT_SHAPE = (2, 24)  # check_parity's default ids: 2 rows of 24 seeded random tokens
+
 _REFERENCES = {}  # (HF folder and the state of its files, ids, n_gen) → the reference's outputs, computed once per process
 
 def _folder_state(d:Path)->tuple:
@@ -106,7 +109,7 @@ def check_parity(hf_dir:str|Path, # HF model directory (the reference)
         else: same_architecture(hf_dir, ckpt)
         cfg = LlamaConfig.from_yaml(Path(ckpt).with_suffix('.yaml'))
         if ids is None:
-            ids = np.random.default_rng(0).integers(3, cfg.vocab_size, (2, 24)).tolist()
+            ids = np.random.default_rng(0).integers(3, cfg.vocab_size, PROMPT_SHAPE).tolist()
         import msllm_nb.parity as this  # the module's function: a notebook's own copy cannot be spawned
         key = (str(hf_dir.resolve()), _folder_state(hf_dir), json.dumps(np.asarray(ids).tolist()), n_gen)
         if key not in _REFERENCES: _REFERENCES[key] = run_reference(this.hf_reference, str(hf_dir), ids, n_gen)
@@ -151,17 +154,35 @@ def break_checkpoint(src:str|Path, # a good MindSpore checkpoint (with its .yaml
     return Path(dst)
 
 # %% ../nbs/05_parity.ipynb #66375179
+def _parity_args(hf_dir:str, ckpt:str|None, n_gen:int, json_file:str|None):
+    "msllm-parity's arguments, checked before either model runs: a UsageError or FileNotFoundError names the one that is wrong."
+    import warnings
+    from msllm_nb.clean import out_path
+    from msllm_nb.convert import from_hf_config
+    h, c = Path(hf_dir), Path(ckpt) if ckpt else None
+    if not h.exists(): raise FileNotFoundError(f'{hf_dir}: no such Hugging Face model folder')
+    if not h.is_dir(): raise UsageError(f'{hf_dir}: a file, not a Hugging Face model folder')
+    if not (h/'config.json').is_file(): raise FileNotFoundError(f'{h/"config.json"}: missing (is {hf_dir} a Hugging Face model folder?)')
+    if c and not (c.is_file() and c.suffix in ('.ckpt', '.safetensors')):
+        raise UsageError(f'--ckpt {ckpt}: ' + ('not a MindSpore checkpoint (.ckpt or .safetensors)' if c.exists() else 'no such checkpoint'))
+    if json_file: out_path('--json_file', json_file, folder=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # (a sliding-window cap: the conversion reports it)
+        try: limit = from_hf_config(h/'config.json').max_position_embeddings
+        except ValueError: return  # check_parity reports it, naming the file (exit 1)
+    if PROMPT_SHAPE[1] + n_gen > limit:
+        raise UsageError(f'--n_gen {n_gen}: the {PROMPT_SHAPE[1]} prompt tokens and {n_gen} generated exceed the model\'s max_position_embeddings {limit}')
+
 @call_parse
 def parity_cli(hf_dir:Param('Hugging Face model directory (the reference)', str),
                ckpt:Param('converted MindSpore checkpoint (default: convert now)', str)=None,
-               n_gen:Param('greedy tokens to compare', int)=32,
+               n_gen:Param('greedy tokens to compare', count)=32,
                json_file:Param('write the full report as JSON to this file (--json_out, in every command, prints JSON)', str)=None):
     "Check that a converted MindSpore model matches its Hugging Face original; exit 1 if not."
-    use_device('CPU', 'pynative')  # a fresh process: the model runs op by op, its kernels launched from this thread (chapter 00)
-    try: r = check_parity(hf_dir, ckpt, n_gen=n_gen)
-    except FileNotFoundError as e: print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(2)  # a path given that is not there
-    except (ValueError, RuntimeError, TimeoutError) as e:  # RuntimeError: the reference process failed
-        print(f'msllm-parity: {e}', file=sys.stderr); sys.exit(1)
+    with answers('msllm-parity', usage=(UsageError, FileNotFoundError), runtime=(ValueError, RuntimeError, TimeoutError)):  # RuntimeError: the reference process failed
+        _parity_args(hf_dir, ckpt, n_gen, json_file)
+        use_device('CPU', 'pynative')  # a fresh process: the model runs op by op, its kernels launched from this thread (chapter 00)
+        r = check_parity(hf_dir, ckpt, n_gen=n_gen)
     print(format_parity(r))
-    if json_file: Path(json_file).write_text(json.dumps(r, indent=1))
+    if json_file: Path(json_file).parent.mkdir(parents=True, exist_ok=True); Path(json_file).write_text(json.dumps(r, indent=1))
     if not r['passed']: sys.exit(1)

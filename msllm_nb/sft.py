@@ -15,44 +15,57 @@ import mindspore as ms
 from mindspore import Tensor, nn, ops
 from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
-from .bpe import iter_clean_texts, export_hf_tokenizer
+from .bpe import iter_clean_texts, export_hf_tokenizer, utf8_lines
 from .shards import group_of
 from .course import import_quietly
 from .train_step import causal_nll
+from .cli import UsageError, RunFailure, answers, bounded, Bounds, natural
 
 # %% auto #0
-__all__ = ['COURSE_CHAT_TEMPLATE', 'ROLES', 'PROBLEMS', 'ROWS', 'SYSTEM', 'LORA_TARGETS', 'chat_tokenizer', 'end_of_turn_id',
-           'conversation_problem', 'Conversations', 'read_conversations', 'Tokenized', 'tokenize_conversation',
-           'fit_window', 'pack', 'one_per_window', 'padding_share', 'packed_mask', 'PackedLM', 'SFTLossCell',
-           'instructions_from', 'build_instructions', 'read_items', 'PackedRows', 'write_sft_folder', 'windows',
-           'loss_cell', 'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs', 'write_instruction_task',
-           'add_lora', 'merge_lora']
+__all__ = ['COURSE_CHAT_TEMPLATE', 'HF_TOKENIZER_FILES', 'ROLES', 'PROBLEMS', 'ROWS', 'SYSTEM', 'LORA_TARGETS', 'chat_tokenizer',
+           'end_of_turn_id', 'conversation_problem', 'Conversations', 'read_conversations', 'Tokenized',
+           'tokenize_conversation', 'fit_window', 'pack', 'one_per_window', 'padding_share', 'packed_mask', 'PackedLM',
+           'SFTLossCell', 'labels_of', 'instructions_from', 'build_instructions', 'read_items', 'PackedRows',
+           'write_sft_folder', 'windows', 'loss_cell', 'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs',
+           'write_instruction_task', 'add_lora', 'merge_lora']
 
 # %% ../nbs/10_sft.ipynb #cb800445
 COURSE_CHAT_TEMPLATE = ("{% for m in messages %}{{ bos_token + m['role'] + '\\n' + m['content'] + eos_token + '\\n' }}{% endfor %}"
                         "{% if add_generation_prompt %}{{ bos_token + 'assistant\\n' }}{% endif %}")
 
-def chat_tokenizer(path:str|Path):
-    """A `transformers` tokenizer that has a chat template: a Hugging Face tokenizer folder with its own template, or a
-    course SentencePiece `.model`, exported once (chapter 02's `export_hf_tokenizer`) with `COURSE_CHAT_TEMPLATE` into
-    `<name>.chat/` beside it."""
+HF_TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json')  # a folder with one of them is a Hugging Face tokenizer
+
+def _sentencepiece_chat(p:Path)->Path:
+    "`<name>.chat/` beside a course SentencePiece `.model`: exported once (chapter 02's `export_hf_tokenizer`) with `COURSE_CHAT_TEMPLATE`."
     import transformers
-    p = Path(path)
+    out = p.with_name(p.stem + '.chat')
+    if (out/'tokenizer_config.json').exists(): return out
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + '.', dir=p.parent))
+    try:
+        export_hf_tokenizer(str(p), str(tmp))
+        tok = transformers.AutoTokenizer.from_pretrained(tmp)
+        tok.chat_template = COURSE_CHAT_TEMPLATE
+        tok.save_pretrained(tmp)
+    except Exception as e:  # sentencepiece says what it could not parse; nothing half-exported stays behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(f'tokenizer {p}: not a SentencePiece model ({str(e).strip().splitlines()[-1][:160]})') from None
+    try: tmp.rename(out)
+    except OSError: shutil.rmtree(tmp, ignore_errors=True)  # another process exported it first
+    return out
+
+def chat_tokenizer(path:str|Path):
+    """A `transformers` tokenizer that has a chat template: a Hugging Face tokenizer folder (or one of its files) with its
+    own template, or a course SentencePiece `.model`, exported once with `COURSE_CHAT_TEMPLATE` into `<name>.chat/` beside it."""
+    import transformers
+    p, what = Path(path), ' or '.join(HF_TOKENIZER_FILES)
+    if not str(path): raise FileNotFoundError("tokenizer '': no such file or folder")
     if not p.exists(): raise FileNotFoundError(f'tokenizer {p}: no such file or folder')
-    if p.is_file() and p.suffix == '.model':
-        out = p.with_name(p.stem + '.chat')
-        if not (out/'tokenizer_config.json').exists():
-            tmp = Path(tempfile.mkdtemp(prefix=out.name + '.', dir=p.parent))
-            export_hf_tokenizer(str(p), str(tmp))
-            tok = transformers.AutoTokenizer.from_pretrained(tmp)
-            tok.chat_template = COURSE_CHAT_TEMPLATE
-            tok.save_pretrained(tmp)
-            try: tmp.rename(out)
-            except OSError: shutil.rmtree(tmp, ignore_errors=True)  # another process exported it first
-        p = out
-    elif p.is_file(): p = p.parent
+    if p.is_file() and p.suffix == '.model': p = _sentencepiece_chat(p)
+    elif p.is_file() and p.name in HF_TOKENIZER_FILES: p = p.parent
+    if not p.is_dir() or not any((p/f).is_file() for f in HF_TOKENIZER_FILES):
+        raise ValueError(f'tokenizer {path}: not a tokenizer (a course SentencePiece .model, or a Hugging Face tokenizer folder with {what})')
     try: tok = transformers.AutoTokenizer.from_pretrained(p)
-    except (OSError, ValueError) as e: raise ValueError(f'tokenizer {path}: ' + str(e).strip().split('\n')[0]) from None
+    except (OSError, ValueError, TypeError) as e: raise ValueError(f'tokenizer {path}: ' + str(e).strip().split('\n')[0][:200]) from None
     if not tok.chat_template: raise ValueError(f'tokenizer {path}: it has no chat template (tokenizer_config.json or chat_template.jinja)')
     return tok
 
@@ -102,18 +115,20 @@ def read_conversations(paths:list, # JSON-lines files, one {"messages": [{"role"
                       )->Conversations:
     "Every usable conversation with its place; every unusable line counted by reason (`PROBLEMS`), with examples."
     items, dropped, examples = [], Counter(), defaultdict(list)
-    for p in map(Path, paths):
+    for p in paths:
+        if not str(p): raise FileNotFoundError("conversation file '': no such file")
+        p = Path(p)
+        if p.is_dir(): raise FileNotFoundError(f'{p}: a folder, not a conversation file (name the .jsonl files in it)')
         if not p.is_file(): raise FileNotFoundError(f'{p}: no such conversation file')
-        with open(p, encoding='utf-8') as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip(): continue
-                try: rec = json.loads(line)
-                except ValueError: why = 'bad_json'
-                else: why = conversation_problem(rec)
-                if why is None: items.append((f'{p}:{n}', rec['messages'])); continue
-                if strict: raise ValueError(f'{p}:{n}: {why}: {PROBLEMS[why]}')
-                dropped[why] += 1
-                if len(examples[why]) < 3: examples[why].append(f'{p}:{n}')
+        for n, _, line in utf8_lines(p):  # a byte that is not UTF-8 stops the run naming file:line and the byte
+            if not line.strip(): continue
+            try: rec = json.loads(line)
+            except ValueError: why = 'bad_json'
+            else: why = conversation_problem(rec)
+            if why is None: items.append((f'{p}:{n}', rec['messages'])); continue
+            if strict: raise ValueError(f'{p}:{n}: {why}: {PROBLEMS[why]}')
+            dropped[why] += 1
+            if len(examples[why]) < 3: examples[why].append(f'{p}:{n}')
     return Conversations(items, dropped, dict(examples))
 
 # %% ../nbs/10_sft.ipynb #bb02b5c2
@@ -221,7 +236,7 @@ class SFTLossCell(nn.Cell):
         self.model, self.packed, self.ignore_index, self.world = model, PackedLM(model), ignore_index, world
         self.allreduce = ops.AllReduce() if world > 1 else None
     def construct(self, batch, per_micro=None):
-        logits, labels = self.packed(batch[:, 0], batch[:, 2], batch[:, 3]), batch[:, 1, 1:]
+        logits, labels = self.packed(batch[:, 0], batch[:, 2], batch[:, 3]), batch[:, 1, 1:]  # the labels: `labels_of`
         loss = causal_nll(logits[:, :-1], labels, self.ignore_index)
         if self.training and (self.allreduce is not None or per_micro is not None):
             n = (labels != self.ignore_index).astype(ms.float32).sum()
@@ -231,7 +246,16 @@ class SFTLossCell(nn.Cell):
         return loss
     def loss_tokens_per_micro(self, batch:Tensor, accum:int)->float:
         "This rank's answer tokens in a step's `batch`, per micro-batch (what `AccumStep` passes back as `per_micro`)."
-        return float(np.count_nonzero(batch.asnumpy()[:, 1, 1:] != self.ignore_index)) / accum
+        return float(np.count_nonzero(labels_of(batch.asnumpy()) != self.ignore_index)) / accum
+
+# %% ../nbs/10_sft.ipynb #9b5ed1a8
+def labels_of(batch:np.ndarray # packed windows [B, 4, T] (or one window [4, T])
+             )->np.ndarray:
+    """The labels `SFTLossCell` scores: row 1 from position 1 on, [B, T-1] (position t predicts token t + 1); −100 is not
+    scored. A folder whose labels are all −100 has nothing to learn from (the trainer refuses it)."""
+    a = np.asarray(batch)
+    if a.ndim not in (2, 3) or a.shape[-2] != len(ROWS): raise ValueError(f'labels_of: shape {a.shape}, expected [windows, {len(ROWS)}, seq_len]')
+    return a[..., 1, 1:]
 
 # %% ../nbs/10_sft.ipynb #0b454a77
 SYSTEM = {'en': 'Answer with the requested words only.', 'zh': '只回答所问的内容。'}
@@ -301,7 +325,8 @@ def write_sft_folder(conversations:Conversations, tokenizer:str|Path, out_dir:st
     tok, out = chat_tokenizer(tokenizer), Path(out_dir)
     samples, cut, examples = [], Counter(), defaultdict(list)
     for where, msgs in conversations.items:
-        t, why = fit_window(tokenize_conversation(tok, msgs), seq_len)
+        try: t, why = fit_window(tokenize_conversation(tok, msgs), seq_len)
+        except ValueError as e: raise ValueError(f'{where}: {e}') from None  # the template cannot mask it: name the line
         if why:
             cut[why] += 1
             if len(examples[why]) < 3: examples[why].append(where)
@@ -337,22 +362,30 @@ def loss_cell(model:msm.LlamaForCausalLM, world:int=1)->SFTLossCell:
     return SFTLossCell(model, world=world)
 
 # %% ../nbs/10_sft.ipynb #81186efe
+def _out_folder(out_dir:str)->Path:
+    "`--out_dir` checked before anything is written: a name, and no file where it or a folder above it would be."
+    if not out_dir: raise UsageError("--out_dir '': name the folder to write")
+    p = Path(out_dir)
+    for q in (p, *p.parents):
+        if q.is_dir(): break
+        if q.exists(): raise UsageError(f'--out_dir {out_dir}: {q} is a file, not a folder')
+    return p
+
 @call_parse
 def sft_cli(inputs:Param('conversation files: JSON lines of {"messages": [{"role": ..., "content": ...}, ...]}', str, nargs='+'),
             tokenizer:Param('a course SentencePiece .model, or a Hugging Face tokenizer folder that has a chat template', str)=None,
             out_dir:Param('the SFT folder to write (train_llm --set token_dir=OUT_DIR)', str)='runs/sft/data',
-            seq_len:Param('window length in tokens: conversations are packed into windows of this size', int)=256,
-            seed:Param('seed of the window order', int)=0,
+            seq_len:Param('window length in tokens, 8 to 1048576: conversations are packed into windows of this size',
+                          bounded(Bounds(int, lo=8, hi=1 << 20)))=256,
+            seed:Param('seed of the window order (0 or more)', natural)=0,
             strict:Param('stop at the first unusable line instead of counting it', store_true)=False):
     "Tokenize conversations with the tokenizer's chat template, mask everything but the answers, and pack them for `train_llm`."
-    try:
-        if tokenizer is None: raise ValueError('--tokenizer: required (a course tokenizer .model or a Hugging Face tokenizer folder)')
-        if seq_len < 8: raise ValueError(f'--seq_len {seq_len}: too short for a conversation')
+    with answers('msllm-sft', usage=(UsageError, ValueError, FileNotFoundError), runtime=(RunFailure, OSError)):
+        if not tokenizer: raise UsageError('--tokenizer: required (a course tokenizer .model or a Hugging Face tokenizer folder)')
+        out = _out_folder(out_dir)
         conv = read_conversations(inputs, strict)
-        if not conv.items: raise ValueError(f'{" ".join(inputs)}: no usable conversation ({dict(conv.dropped) or "the files are empty"})')
-        meta = write_sft_folder(conv, tokenizer, out_dir, seq_len, seed)
-    except (FileNotFoundError, ValueError) as e:
-        print(f'msllm-sft: {e}', file=sys.stderr); sys.exit(2)
+        if not conv.items: raise UsageError(f'{" ".join(inputs)}: no usable conversation ({dict(conv.dropped) or "the files are empty"})')
+        meta = write_sft_folder(conv, tokenizer, out, seq_len, seed)
     print(f"{meta['conversations']} conversations → {meta['windows']} windows of {seq_len} tokens in {out_dir} "
           f"({meta['answer_tokens']} answer tokens; padding {meta['padding_share']:.1%} packed, {meta['padding_share_unpacked']:.1%} one per window)")
     for what, key in (('left out', 'dropped'), ('cut to the window', 'window')):

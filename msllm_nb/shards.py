@@ -11,10 +11,12 @@ import contextlib, functools, hashlib, itertools, json, math, multiprocessing as
 from pathlib import Path
 import numpy as np
 from fastcore.script import call_parse, Param
+from .cli import UsageError, answers, count, natural, positive
 
 # %% auto #0
 __all__ = ['shuffle_and_shard', 'group_of', 'ShardWriter', 'write_meta', 'tokenize_shards', 'hf_token_folder', 'TokenStore',
-           'PackedWindows', 'padding_waste', 'MixedBatches', 'make_dataset', 'batches', 'shard_cli', 'sample_tokens']
+           'PackedWindows', 'padding_waste', 'MixedBatches', 'make_dataset', 'batches', 'sentencepiece_model',
+           'shard_cli', 'sample_tokens']
 
 # %% ../nbs/03_shards.ipynb #cb030b87
 def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-clean output)
@@ -26,9 +28,8 @@ def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-
     from msllm_nb.clean import iter_files
     from msllm_nb.bpe import utf8_lines
     files = [p for p in iter_files(inputs) if p.suffix == '.jsonl']
-    if not files: raise FileNotFoundError(f'no .jsonl files in {[str(i) for i in inputs]}')
+    if not files: raise FileNotFoundError(f"{', '.join(map(str, inputs))}: no .jsonl files (msllm-clean output)")
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob('text-*.jsonl'): old.unlink()
     total = sum(p.stat().st_size for p in files)
     k = max(1, math.ceil(total / bucket_bytes))
     rng = random.Random(seed)
@@ -38,8 +39,10 @@ def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-
         for p in files:
             for _, line, _ in utf8_lines(p):  # (checked UTF-8, kept as bytes)
                 if line.strip(): buckets[rng.randrange(k)].write(line if line.endswith(b'\n') else line + b'\n')
+    except BaseException: shutil.rmtree(tmp_dir, ignore_errors=True); raise  # a line that is not UTF-8: the earlier shards stay as they were
     finally:
         for b in buckets: b.close()
+    for old in out_dir.glob('text-*.jsonl'): old.unlink()
     shards, fh, size = [], None, 0
     for i in range(k):
         lines = (tmp_dir/f'b{i}.jsonl').read_bytes().split(b'\n')[:-1]  # only \n ends a line (str.splitlines also split at U+2028)
@@ -309,22 +312,42 @@ def batches(dataset, # from make_dataset
             step += 1
 
 # %% ../nbs/03_shards.ipynb #933228a2
+def sentencepiece_model(flag:str, # what names it, for the message
+                        path:str|Path|None # a SentencePiece .model, or a folder holding tokenizer.model
+                       )->str:
+    """The SentencePiece model file `tokenize_shards` reads, checked before anything is written: a `UsageError` naming
+    `flag` and the file for anything else (chapter 02's `load_tokenizer` says what it is), or for a model without `</s>`."""
+    import sentencepiece as spm
+    from msllm_nb.bpe import load_tokenizer
+    if not path: raise UsageError(f'{flag} is required (a SentencePiece .model from msllm-bpe)')
+    p = Path(path)/'tokenizer.model' if Path(path).is_dir() and (Path(path)/'tokenizer.model').is_file() else Path(path)
+    try:
+        load_tokenizer(p)  # a tokenizer at all?
+        sp = spm.SentencePieceProcessor(model_file=str(p))
+    except (ValueError, FileNotFoundError) as e: raise UsageError(f'{flag} {e}') from None
+    except RuntimeError: raise UsageError(f'{flag} {p}: a Hugging Face tokenizer; this command tokenizes with a SentencePiece .model (msllm-bpe)') from None
+    if sp.eos_id() < 0: raise UsageError(f'{flag} {p}: the tokenizer has no </s> piece (eos_id -1), which ends every document here')
+    return str(p)
+
+# %% ../nbs/03_shards.ipynb #0a7f83be
 @call_parse
 def shard_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean output)', str, nargs='+'),
-              tokenizer:Param('SentencePiece .model (msllm-bpe output); required', str)=None,
+              tokenizer:Param('SentencePiece .model (msllm-bpe output), or a folder holding tokenizer.model; required', str)=None,
               out:Param('output folder for text and token shards', str)='runs/shards',
-              shard_mb:Param('target text shard size in MB (production: 512-1024)', float)=512,
-              workers:Param('tokenizer processes', int)=2,
-              seed:Param('shuffle seed', int)=0):
+              shard_mb:Param('target text shard size in MB (production: 512-1024)', positive)=512,
+              workers:Param('tokenizer processes', count)=2,
+              seed:Param('shuffle seed', natural)=0):
     "Shuffle and shard cleaned text, then tokenize the shards into memory-mapped token arrays."
-    if not tokenizer or not Path(tokenizer).exists():  # a usage error: exit 2
-        print('msllm-shard: ' + (f'--tokenizer {tokenizer}: no such tokenizer model' if tokenizer else
-                                 '--tokenizer is required (a SentencePiece .model from msllm-bpe)'), file=sys.stderr); sys.exit(2)
-    try:
-        shards = shuffle_and_shard(inputs, Path(out)/'text', int(shard_mb * 2**20), seed=seed)
-        meta = tokenize_shards(shards, tokenizer, Path(out)/'tokens', workers)
-    except (FileNotFoundError, ValueError) as e:
-        print(f'msllm-shard: {e}', file=sys.stderr); sys.exit(1)
+    from msllm_nb.clean import out_path
+    with answers('msllm-shard', usage=(UsageError, FileNotFoundError), runtime=(ValueError, RuntimeError, OSError)):  # the flags and paths; the data
+        model = sentencepiece_model('--tokenizer', tokenizer)
+        made = not out_path('--out', out).exists()
+        try:
+            shards = shuffle_and_shard(inputs, Path(out)/'text', int(shard_mb * 2**20), seed=seed)
+            meta = tokenize_shards(shards, model, Path(out)/'tokens', workers)
+        except BaseException:
+            if made: shutil.rmtree(out, ignore_errors=True)  # no half-made output folder
+            raise
     print(json.dumps({k: v for k, v in meta.items() if k != 'per_shard'}, indent=1))
 
 # %% ../nbs/03_shards.ipynb #f72639b1

@@ -19,20 +19,22 @@ import msllm_nb.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
 from .env import use_device  # chapter 00: the device, and on CPU how PyNative launches its kernels
+from .cli import Bounds, UsageError, bounded, fail  # chapter 00: how every command answers bad input
 from .shards import sample_tokens  # chapter 03 writes every token folder
 from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
 from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell; and the config (below)
 from .launch import *  # chapter 06's floors, a notebook and a module each: 06·4 the launch,
 from .checkpoints import *  # 06·2 crash-safe checkpoints,
+from .checkpoints import _atomic_write
 from .metrics import *  # 06·3 what a run records,
 from .batches import *  # 06·1 each rank's rows of a global batch
 from .zero import build_step, Barrier, load_step_state  # chapter 07: the strategies composed around the step
 
 # %% auto #0
-__all__ = ['check_config', 'set_schedule_step', 'params_digest', 'evaluate', 'DataError', 'check_labels', 'ResumeError',
-           'resume_from', 'Run', 'setup_run', 'build_model', 'training_eval', 'save_checkpoint', 'StepLoop',
-           'step_record', 'log_step', 'end_profile', 'on_non_finite', 'after_step', 'run_steps', 'save_merged',
-           'finish', 'train', 'main']
+__all__ = ['TOKENIZER_FILES', 'zero_flag', 'check_config', 'check_labelled', 'check_out_dir', 'set_schedule_step',
+           'params_digest', 'evaluate', 'DataError', 'check_labels', 'ResumeError', 'resume_from', 'Run', 'setup_run',
+           'build_model', 'training_eval', 'save_checkpoint', 'StepLoop', 'step_record', 'log_step', 'end_profile',
+           'on_non_finite', 'after_step', 'run_steps', 'copy_tokenizer', 'save_merged', 'finish', 'train', 'main']
 
 # %% ../nbs/06_train_dp.ipynb #17b57108
 def check_config(cfg:TrainConfig, world:int=1)->dict:
@@ -49,8 +51,32 @@ def check_config(cfg:TrainConfig, world:int=1)->dict:
     G = cfg.batch_size * world
     if len(train_w) < G:
         raise ValueError(f'seq_len {cfg.seq_len} × global batch {G} needs {G} windows; {cfg.token_dir} has {len(train_w)} for training')
+    check_labelled(cfg.token_dir, train_w, val_w, cfg.val_windows)
+    check_out_dir(cfg.out_dir)
+    if cfg.zero and world == 1:  # ZeRO-1 splits the optimizer state among ranks: one process keeps it whole, as zero 0 does
+        print('train_llm: zero 1 on one process: nothing to shard; training with zero 0 (plain data parallel, the same numbers)', file=sys.stderr)
+        cfg.zero = 0
     return {'model': mc, 'train_windows': len(train_w), 'val_windows': len(val_w), 'meta': meta,
             'epochs': cfg.steps * G / len(train_w), 'windows': (train_w, val_w, tmeta)}  # the split, for the run to reuse
+
+def check_labelled(token_dir:str, train_w, val_w, val_windows:int, ignore_index:int=-100):
+    "Refuse a data folder whose training windows (or scored validation windows) carry no label: every step would train on nothing at loss 0."
+    read = label_reader(token_dir)
+    if read is None: return
+    if first_labelled(train_w, read, ignore_index) is None:
+        raise UsageError(f'token_dir {token_dir}: every label of its {len(train_w)} training windows is {ignore_index} (masked): '
+                         'a run would train on nothing at loss 0. Rebuild the folder (msllm-sft keeps the answers of each conversation as labels)')
+    scored = WindowRange(val_w, 0, min(len(val_w), val_windows))
+    if len(scored) and first_labelled(scored, read, ignore_index) is None:
+        raise UsageError(f'token_dir {token_dir}: every label of the {len(scored)} validation windows scored is {ignore_index} (masked): '
+                         'a validation loss of them means nothing. Set val_fraction higher, or 0 for no validation')
+
+def check_out_dir(out_dir:str):
+    "Refuse an out_dir that cannot be a folder (it, or a folder above it, is a file) before anything is written."
+    p = Path(out_dir)
+    if p.exists() and not p.is_dir(): raise UsageError(f'out_dir {out_dir}: exists and is not a folder')
+    above = next((q for q in p.parents if q.exists()), None)
+    if above is not None and not above.is_dir(): raise UsageError(f'out_dir {out_dir}: {above} is a file')
 
 # %% ../nbs/06_train_dp.ipynb #582069b4
 class _Stop:
@@ -82,12 +108,15 @@ def params_digest(model:nn.Cell)->str:
     for p in model.get_parameters(): h.update(p.name.encode()); h.update(p.asnumpy().tobytes())
     return h.hexdigest()
 
-def evaluate(loss_cell:LossCell, windows, batch_size:int, n_windows:int)->float:
+def evaluate(loss_cell:LossCell, windows, batch_size:int, n_windows:int,
+             labels=None # `label_reader` of the data folder (default: a chapter 03 window's shifted tokens)
+            )->float:
     """Mean loss over the first `n_windows` validation windows, `batch_size` at a time (the last batch may be smaller).
     The set depends on neither the batch size nor the rank count, so validation losses compare across runs."""
     n = min(len(windows), n_windows)
-    if n == 0: return float('nan')
-    if all((windows[j][0][1:] == loss_cell.ignore_index).all() for j in range(n)):
+    if n == 0: raise ValueError('no validation windows to score (val_fraction 0): a run then writes no validation loss')
+    read = labels or (lambda x: x[:, 1:])
+    if first_labelled(WindowRange(windows, 0, n), read, loss_cell.ignore_index) is None:
         raise DataError(f'every label of the {n} validation windows is {loss_cell.ignore_index} (masked): a validation loss of them means nothing')
     loss_cell.set_train(False)
     tot = 0.0
@@ -114,9 +143,12 @@ def _samples(model, cfg:TrainConfig, tokenizer:str|None)->list[str]:
 class DataError(RuntimeError):
     "A batch the run cannot learn from (a runtime failure: exit 1)."
 
-def check_labels(x:np.ndarray, ignore_index:int, step:int, source:GlobalBatches, log:MetricsLog):
+def check_labels(x:np.ndarray, ignore_index:int, step:int, source:GlobalBatches, log:MetricsLog,
+                 labels=None # `label_reader` of the data folder: where its batches keep their labels (default: a chapter 03 window's shifted tokens)
+                ):
     "Stop before a step whose every label is `ignore_index`: it would train on nothing and log a loss of 0."
-    if not (x[:, 1:] == ignore_index).all(): return
+    lab = x[:, 1:] if labels is None else labels(x)
+    if not (lab == ignore_index).all(): return
     ids = source.ids(step - 1)[source.rank * source.B:(source.rank + 1) * source.B].tolist()
     log('event', step, event='all labels masked: stopped', sample_ids=ids)
     raise DataError(f'step {step}: every label of the batch is {ignore_index} (masked), windows {ids[:8]}'
@@ -171,14 +203,18 @@ class Run:
     tmeta: dict  # the token folder's meta.json
     source: GlobalBatches
     fpt: float  # training FLOPs per token
-    peak: float  # the job's peak FLOP/s, for MFU
+    peak: dict  # `job_peak`: the job's peak FLOP/s for MFU ('peak_flops') and where it came from
     barrier: nn.Cell | None = None  # ZeRO-1 on several ranks: shards are written before rank 0 writes the manifest
     console: bool = True  # print records (every `log_every` steps) besides writing them
     evaluator: object = None  # chapter 09's `TrainingEval` when `eval_every` is set (rank 0): harness tasks on the model being trained
+    labels: object = None  # `label_reader` of the data folder: where its batches keep their labels
     @property
     def out(self)->Path: return Path(self.cfg.out_dir)
     @property
     def scaler(self): return getattr(self.step_cell, 'scaler', None)  # fp16: the dynamic loss scaler
+    def validate(self)->float:
+        "Mean loss of the validation windows scored (rank 0; only when the run has validation windows)."
+        return evaluate(self.loss_cell, self.val_w, self.cfg.batch_size, self.cfg.val_windows, self.labels)
 
 def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->Run:
     "Phase 1, set up: check the config and data, open the run folder and its log, build the model, the step and the batches."
@@ -201,10 +237,11 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
     sharded = bool(cfg.zero) and cfg.zero_impl == 'collectives'
     train_w, val_w, tmeta = info['windows']  # split once, by check_config
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
-    peak = cfg.peak_tflops * 1e12 * world if cfg.peak_tflops else measure_peak_flops() * (world if cfg.device != 'CPU' else 1)
+    peak = job_peak(cfg.peak_tflops, world, cfg.device)
+    if rank == 0 and (warn := peak_warning(peak)): log.text(f'train_llm: {warn}'); log('event', 0, event='MFU peak measured on a busy machine', **peak)  # a caveat on one figure, not an error: stdout
     return Run(cfg, rank, world, info, log, ck, chash, hashed, model, loss_cell, step_cell, sharded, val_w, tmeta, source,
                flops_per_token(info['model'], cfg.seq_len), peak, Barrier() if sharded and world > 1 else None, console,
-               training_eval(cfg, model, tmeta) if rank == 0 and cfg.eval_every else None)
+               training_eval(cfg, model, tmeta) if rank == 0 and cfg.eval_every else None, label_reader(cfg.token_dir))
 
 def build_model(cfg:TrainConfig, mc:msm.LlamaConfig)->nn.Cell:
     "The model a run trains: `init_from`'s or a new one; with `lora_rank`, chapter 10's LoRA adapters on it and every other weight frozen."
@@ -257,7 +294,7 @@ def step_record(run:Run, step:int, r:StepResult, dt:float, wait:float)->dict:
     cfg = run.cfg
     tok = cfg.batch_size * run.world * cfg.seq_len
     rec = {'loss': r.loss, 'lr': lr_at(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps), 'grad_norm': r.grad_norm,
-           'tokens_per_s': tok / dt, 'mfu': tok / dt * run.fpt / run.peak, 'step_s': dt, 'data_wait_s': wait,
+           'tokens_per_s': tok / dt, 'mfu': tok / dt * run.fpt / run.peak['peak_flops'], 'step_s': dt, 'data_wait_s': wait,
            'rss_mb': round(host_rss_mb(), 1)}
     if (dm := device_memory_mb()) is not None: rec['device_mb'] = round(dm, 1)
     if run.scaler is not None: rec['loss_scale'] = r.loss_scale
@@ -283,7 +320,7 @@ def end_profile(run:Run, lp:StepLoop, done:int):
     except FileNotFoundError as e:  # e.g. a GPU profile (its own file layout): the folder is kept, training goes on
         run.log('event', done, event='profiled', steps=f'{lp.prof_at + 1}-{done}', top=f'no operator summary: {e}')
     else:
-        (out/'profile'/'top_ops.json').write_text(json.dumps(top, indent=1))
+        (out/'profile'/'top_ops.json').write_text(dumps_finite(top, indent=1))
         run.log('event', done, event='profiled', steps=f'{lp.prof_at + 1}-{done}', top=', '.join(f"{o['op']} {o['share']:.0%}" for o in top['ops'][:4]))
 
 def on_non_finite(run:Run, lp:StepLoop, done:int, r:StepResult):
@@ -318,8 +355,8 @@ def on_non_finite(run:Run, lp:StepLoop, done:int, r:StepResult):
 def after_step(run:Run, lp:StepLoop, done:int):
     "Validation, samples and checkpoints when they are due; a signal received during the step saves and exits."
     cfg, rank, log = run.cfg, run.rank, run.log
-    if rank == 0 and (done % cfg.val_every == 0 or done == cfg.steps):
-        vl = evaluate(run.loss_cell, run.val_w, cfg.batch_size, cfg.val_windows)
+    if rank == 0 and len(run.val_w) and (done % cfg.val_every == 0 or done == cfg.steps):  # val_fraction 0: no validation figure at all
+        vl = run.validate()
         log('val', done, loss=vl, ppl=math.exp(min(vl, 50)))
     if run.evaluator is not None and (done % cfg.eval_every == 0 or done == cfg.steps): log('eval', done, **run.evaluator())
     if rank == 0 and cfg.sample_every and done % cfg.sample_every == 0:
@@ -339,7 +376,7 @@ def run_steps(run:Run, lp:StepLoop, start:int):
     for step, x in step_batches(run.source, start, run.cfg.data_workers):
         if step == lp.prof_at: lp.prof = start_profiler(run.out/'profile')
         t_data = time.perf_counter()
-        check_labels(x, run.loss_cell.ignore_index, step + 1, run.source, run.log)
+        check_labels(x, run.loss_cell.ignore_index, step + 1, run.source, run.log, run.labels)
         r = StepResult.of(run.step_cell(Tensor(x)))
         t_end = time.perf_counter()
         log_step(run, lp, step, r, step_record(run, step, r, t_end - lp.t_prev, t_data - lp.t_prev))
@@ -350,23 +387,45 @@ def run_steps(run:Run, lp:StepLoop, start:int):
         after_step(run, lp, done)
         lp.t_prev = time.perf_counter()
 
+TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'added_tokens.json', 'chat_template.jinja',
+                   'tokenizer.model', 'vocab.json', 'merges.txt', 'config.json', 'generation_config.json')  # a Hugging Face tokenizer's files (config.json: its special ids)
+
+def copy_tokenizer(src:str|Path, # a SentencePiece .model, a tokenizer.json, or a Hugging Face folder holding one
+                   dst:str|Path # a checkpoint folder
+                  )->str:
+    """Copy a tokenizer into a checkpoint folder; returns its path there: `tokenizer.model` for SentencePiece,
+    `model_tokenizer/` for a Hugging Face tokenizer (msllm-convert's name beside a `model.ckpt`), its files and no weights."""
+    src, dst = Path(src), Path(dst); dst.mkdir(parents=True, exist_ok=True)
+    if src.is_file() and src.suffix == '.model': shutil.copyfile(src, dst/'tokenizer.model'); return 'tokenizer.model'
+    folder = src if src.is_dir() else src.parent
+    (dst/'model_tokenizer').mkdir(exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (folder/name).is_file(): shutil.copyfile(folder/name, dst/'model_tokenizer'/name)
+    return 'model_tokenizer'
+
 def save_merged(run:Run)->Path:
-    "A LoRA run's deliverable: the adapters folded into the weights (chapter 10's `merge_lora`) in `merged/`, a checkpoint folder that `msllm-eval` and `msllm-convert` read."
+    """A LoRA run's deliverable: the adapters folded into the weights (chapter 10's `merge_lora`) in `merged/`, a folder
+    that `msllm-eval` and `msllm-convert` read: model.ckpt (with model.yaml), the tokenizer, and meta.json naming both."""
     from msllm_nb.sft import merge_lora
     d = run.out/'merged'
     msf.save_ms_weights(merge_lora(run.model), d/'model.ckpt', run.info['model'])
     last = run.ck.root/f'step_{run.cfg.steps:08d}'/'meta.json'
-    if last.exists(): shutil.copyfile(last, d/'meta.json')  # its config names the token folder, hence the tokenizer
+    meta = loads_finite(last.read_text()) if last.exists() else {}  # its config: how the model was trained
+    meta['files'] = {'model.ckpt': {'bytes': (d/'model.ckpt').stat().st_size, 'crc32': file_crc(d/'model.ckpt')}}
+    tok = run.tmeta.get('tokenizer')
+    if tok and Path(tok).exists(): meta['tokenizer'] = copy_tokenizer(tok, d)  # the folder is whole: copied elsewhere, it still reads text
+    _atomic_write(d/'meta.json', dumps_finite(meta, indent=1))
     return d
 
 def finish(run:Run, start:int)->dict:
-    "Phase 'finish': final samples, this rank's parameter digest and optimizer memory, the run's summary."
+    """Phase 'finish': final samples, this rank's parameter digest and optimizer memory, the run's summary. Also what a
+    `--resume` of a finished run writes (nothing trained: the samples already logged are not logged again)."""
     cfg, rank, out = run.cfg, run.rank, run.out
-    if rank == 0 and not cfg.sample_every:
+    if rank == 0 and not cfg.sample_every and not any(r['step'] == cfg.steps for r in read_metrics(out, 'sample')):
         for s in _samples(run.model, cfg, run.tmeta.get('tokenizer')): run.log('sample', cfg.steps, text=s)
     final_val = next((r['loss'] for r in reversed(read_metrics(out, 'val'))), None) if rank == 0 else None
     summary = {'steps': cfg.steps, 'resumed_from': start, 'world': run.world, 'final_val_loss': final_val,
-               'checkpoint': str(run.ck.root/f'step_{cfg.steps:08d}'), 'flops_per_token': run.fpt, 'peak_flops': run.peak,
+               'checkpoint': str(run.ck.root/f'step_{cfg.steps:08d}'), 'flops_per_token': run.fpt, **run.peak,
                **{k: run.info[k] for k in ('train_windows', 'val_windows', 'epochs')}}
     digest = params_digest(run.model)
     opt_bytes = {k: sum(p.asnumpy().nbytes for p in run.step_cell.optimizer.get_parameters() if p.name.startswith(pre))
@@ -374,7 +433,7 @@ def finish(run:Run, start:int)->dict:
     (out/'ranks').mkdir(exist_ok=True)
     (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, 'params_sha256': digest, 'optimizer_bytes': opt_bytes}))
     if rank == 0 and cfg.lora_rank: summary['merged'] = str(save_merged(run))
-    if rank == 0: (out/'summary.json').write_text(json.dumps({**summary, 'params_sha256': digest}, indent=1))
+    if rank == 0: _atomic_write(out/'summary.json', dumps_finite({**summary, 'params_sha256': digest}, indent=1))
     run.log.close()
     return summary
 
@@ -386,8 +445,12 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     run = setup_run(cfg, resume, rank, world, console)
     start = (resume_from(run.ck, run.log, run.step_cell, run.model, run.hashed, run.sharded, rank, world, run.scaler, allow_restart)
              if resume else 0)
+    if start >= cfg.steps:  # a finished run, or one stopped after its last save: nothing to train, the summary to write
+        summary = finish(run, start)
+        run.log.text(f'{run.out}: already trained to step {start}; summary written')
+        return summary
     if start == 0 and rank == 0:
-        run.log('val', 0, loss=evaluate(run.loss_cell, run.val_w, cfg.batch_size, cfg.val_windows))
+        if len(run.val_w): run.log('val', 0, loss=run.validate())
         if run.evaluator is not None: run.log('eval', 0, **run.evaluator())
     show = rank == 0 and cfg.progress and (sys.stderr.isatty() or 'ipykernel' in sys.modules)
     lp = StepLoop(tqdm(total=cfg.steps, initial=start, desc='train', disable=not show), _Stop(), time.perf_counter(),
@@ -400,12 +463,14 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     lp.bar.close()
     return finish(run, start)
 
+zero_flag = bounded(Bounds(int, 0, 1), 'zero')  # --zero: 0 or 1
+
 @call_parse
 def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3, llama_7b)', str)='tiny',
          set:Param('overrides key=value, e.g. --set steps=100 model.hidden_size=128 (--set may be repeated)', str, nargs='*', action='extend')=None,
          device:Param('CPU, GPU or Ascend (overrides the config)', str)=None,
          out:Param('run folder (overrides the config\'s out_dir)', str)=None,
-         zero:Param('1: shard optimizer states over the ranks (ZeRO-1); 0: plain data parallel', int)=None,
+         zero:Param('1: shard optimizer states over the ranks (ZeRO-1); 0: plain data parallel', zero_flag)=None,
          precision:Param('fp32, fp16 (dynamic loss scaling) or bf16 (GPU/Ascend)', str)=None,
          resume:Param('continue from the latest good checkpoint in the run folder', store_true)=False,
          allow_restart:Param('with --resume: train from step 0 when checkpoints exist but none is usable', store_true)=False,
@@ -416,24 +481,16 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
         cfg = load_config(config, ov)
         rank, world = world_from_env()
         info = check_config(cfg, world)
-    except (ValueError, FileNotFoundError) as e:
-        print(f'train_llm: {e}', file=sys.stderr); sys.exit(2)
+    except (ValueError, FileNotFoundError) as e: fail('train_llm', e, 2)  # the config or an input it names (UsageError is a ValueError)
     if check:
-        print(json.dumps({'config': asdict(cfg), 'world': world, 'model': asdict(info['model']),
-                          'params': msm.param_count(info['model']), **{k: info[k] for k in ('train_windows', 'val_windows', 'epochs')}}, indent=1))
+        print(json.dumps({'config': asdict(cfg), 'world': world, 'model': asdict(info['model']), 'params': msm.param_count(info['model']),
+                          **{k: info[k] for k in ('train_windows', 'val_windows', 'epochs')}}, indent=1, allow_nan=False))
         return
     use_device(cfg.device, cfg.mode)  # before the first kernel: on CPU, PyNative launches kernels from this thread (chapter 00)
     rank, world, sched = init_distributed(cfg.sched_port)
     try: train(cfg, resume, rank, world, allow_restart=allow_restart)
-    except ValueError as e:
-        if sched is not None: sched.kill()
-        print(f'train_llm: {e}', file=sys.stderr); sys.exit(2)
-    except (ResumeError, DataError) as e:
-        if sched is not None: sched.kill()
-        print(f'train_llm: {e}', file=sys.stderr); sys.exit(1)
-    except FloatingPointError as e:  # nan_policy: stop (a runtime failure, like the two above)
-        if sched is not None: sched.kill()
-        print(f'train_llm: {e}', file=sys.stderr); sys.exit(1)
-    except BaseException:
+    except BaseException as e:
         if sched is not None: sched.kill()  # the scheduler would wait for this rank forever
+        if isinstance(e, ValueError): fail('train_llm', e, 2)
+        if isinstance(e, (ResumeError, DataError, FloatingPointError)): fail('train_llm', e, 1)  # runtime failures (FloatingPointError: nan_policy stop)
         raise

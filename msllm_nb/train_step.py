@@ -14,6 +14,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, ParameterTuple
 import msllm_nb.model as msm
+from .cli import Bounds, UsageError, check_number  # chapter 00: how every command answers bad input
 
 # %% auto #0
 __all__ = ['causal_nll', 'CausalLMLoss', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'clip_by_global_norm', 'GradApply', 'TrainStep', 'StepResult', 'CONFIG_DIR', 'TrainConfig', 'hashed_fields', 'config_hash', 'resume_mismatch', 'check_field', 'load_config', 'check_combinations', 'model_config']
@@ -151,12 +152,14 @@ class StepResult(NamedTuple):
 # %% ../nbs/06_train_dp.ipynb #b67c5a30
 CONFIG_DIR = Path(msm.__file__).parent/'configs'  # the YAML files shipped with the package
 
-def _opt(default, numbers, choices=None, lo=None, hi=None, lo_open=False, hi_open=False):
+def _opt(default, numbers, choices=None, bounds:Bounds|None=None):
     """A `TrainConfig` field declared with its rules: `numbers` says whether it changes a run's numbers (a resume must
     then agree on it; 'global' for batch_size, which counts as the global batch), `choices` the values it allows,
-    `lo`/`hi` its bounds (`*_open`: the bound itself is refused)."""
+    `bounds` what a number may be (`Bounds`, chapter 00: its kind, finite, its range)."""
     kw = {'default_factory': default} if callable(default) else {'default': default}
-    return field(**kw, metadata=dict(numbers=numbers, choices=choices, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open))
+    return field(**kw, metadata=dict(numbers=numbers, choices=choices, bounds=bounds))
+
+def _n(kind, lo=None, hi=None, **kw): return Bounds(kind, lo, hi, **kw)  # short for the table below
 
 @dataclass
 class TrainConfig:
@@ -164,50 +167,50 @@ class TrainConfig:
     model: dict = _opt(lambda: {'preset': 'tiny'}, True)
     init_from: str | None = _opt(None, True)  # a converted or trained model checkpoint (.ckpt with .yaml) to continue pretraining from
     token_dir: str = _opt('runs/shards/tokens', True)  # msllm-shard output
-    seq_len: int = _opt(256, True, lo=1)
-    batch_size: int = _opt(8, 'global', lo=1)  # per rank; the global batch is batch_size × ranks
-    steps: int = _opt(200, True, lo=1)
-    lr: float = _opt(1e-3, True, lo=0, lo_open=True)
-    min_lr: float = _opt(1e-4, True, lo=0)
-    warmup_steps: int = _opt(20, True, lo=0)
-    weight_decay: float = _opt(0.1, True, lo=0)
-    beta1: float = _opt(0.9, True, lo=0, hi=1, hi_open=True)
-    beta2: float = _opt(0.95, True, lo=0, hi=1, hi_open=True)
-    eps: float = _opt(1e-8, True, lo=0, lo_open=True)
-    grad_clip: float = _opt(1.0, True, lo=0)  # 0: no clipping
-    seed: int = _opt(1234, True)
-    val_fraction: float = _opt(0.02, True, lo=0, hi=1, hi_open=True)  # windows at the end of the token stream held out for validation
-    val_every: int = _opt(50, False, lo=1)
-    val_windows: int = _opt(64, False, lo=1)  # the first validation windows scored, the same set whatever the batch and rank count
-    save_every: int = _opt(50, False, lo=1)
-    keep: int = _opt(3, False, lo=1)  # checkpoints kept
-    log_every: int = _opt(10, False, lo=1)
-    sample_every: int = _opt(0, False, lo=0)  # 0: only at the end
+    seq_len: int = _opt(256, True, bounds=_n(int, 2))  # a window of one token has nothing to predict
+    batch_size: int = _opt(8, 'global', bounds=_n(int, 1))  # per rank; the global batch is batch_size × ranks
+    steps: int = _opt(200, True, bounds=_n(int, 1))
+    lr: float = _opt(1e-3, True, bounds=_n(float, 0, lo_open=True))
+    min_lr: float = _opt(1e-4, True, bounds=_n(float, 0))
+    warmup_steps: int = _opt(20, True, bounds=_n(int, 0))
+    weight_decay: float = _opt(0.1, True, bounds=_n(float, 0))
+    beta1: float = _opt(0.9, True, bounds=_n(float, 0, 1, hi_open=True))
+    beta2: float = _opt(0.95, True, bounds=_n(float, 0, 1, hi_open=True))
+    eps: float = _opt(1e-8, True, bounds=_n(float, 0, lo_open=True))
+    grad_clip: float = _opt(1.0, True, bounds=_n(float, 0))  # 0: no clipping
+    seed: int = _opt(1234, True, bounds=_n(int, 0, 2**32 - 1))
+    val_fraction: float = _opt(0.02, True, bounds=_n(float, 0, 1, hi_open=True))  # windows at the end of the token stream held out for validation; 0: no validation
+    val_every: int = _opt(50, False, bounds=_n(int, 1))
+    val_windows: int = _opt(64, False, bounds=_n(int, 1))  # the first validation windows scored, the same set whatever the batch and rank count
+    save_every: int = _opt(50, False, bounds=_n(int, 1))
+    keep: int = _opt(3, False, bounds=_n(int, 1))  # checkpoints kept
+    log_every: int = _opt(10, False, bounds=_n(int, 1))
+    sample_every: int = _opt(0, False, bounds=_n(int, 0))  # 0: only at the end
     sample_prompts: list = _opt(lambda: ['The', '今天'], False)
-    sample_tokens: int = _opt(32, False, lo=0)
+    sample_tokens: int = _opt(32, False, bounds=_n(int, 0))
     out_dir: str = _opt('runs/train', False)
     mode: str = _opt('graph', False, ('graph', 'pynative'))  # graph (fast) or pynative (debugging)
     device: str = _opt('CPU', False, ('CPU', 'GPU', 'Ascend'))
-    peak_tflops: float = _opt(0.0, False, lo=0)  # per device, for MFU; 0: measured with a matmul at start
-    data_workers: int = _opt(1, False, lo=1)
-    sched_port: int = _opt(8118, False, lo=1, hi=65535)  # scheduler port under a plain mpirun
+    peak_tflops: float = _opt(0.0, False, bounds=_n(float, 0))  # per device, for MFU; 0: measured with a matmul at start
+    data_workers: int = _opt(1, False, bounds=_n(int, 1, 64))
+    sched_port: int = _opt(8118, False, bounds=_n(int, 1, 65535))  # scheduler port under a plain mpirun
     sync_grads: bool = _opt(True, True)  # all-reduce gradients (False only to demonstrate rank drift)
-    zero: int = _opt(0, False, (0, 1))  # 1: shard the optimizer states over the ranks (ZeRO-1, chapter 07); bitwise equal to 0
+    zero: int = _opt(0, False, (0, 1), _n(int, 0, 1))  # 1: shard the optimizer states over the ranks (ZeRO-1, chapter 07); bitwise equal to 0
     zero_impl: str = _opt('collectives', False, ('collectives', 'mindspore'))  # collectives (any backend, chapter 07) or mindspore (its parallel optimizer: Ascend/GPU only)
-    accum_steps: int = _opt(1, True, lo=1)  # micro-batches per optimizer step; batch_size is split into accum_steps pieces
+    accum_steps: int = _opt(1, True, bounds=_n(int, 1))  # micro-batches per optimizer step; batch_size is split into accum_steps pieces
     precision: str = _opt('fp32', True, ('fp32', 'fp16', 'bf16'))  # fp32; fp16 (fp16 compute, fp32 master weights, dynamic loss scaling); bf16 (GPU/Ascend)
-    loss_scale: float = _opt(65536.0, True, lo=0, lo_open=True)  # fp16: the initial dynamic loss scale
-    loss_scale_window: int = _opt(1000, True, lo=1)  # fp16: overflow-free steps before the scale doubles
+    loss_scale: float = _opt(65536.0, True, bounds=_n(float, 0, lo_open=True))  # fp16: the initial dynamic loss scale
+    loss_scale_window: int = _opt(1000, True, bounds=_n(int, 1))  # fp16: overflow-free steps before the scale doubles
     nan_policy: str = _opt('stop', True, ('stop', 'skip', 'rollback'))  # a NaN/Inf loss or gradient norm: stop (raise, naming the step), skip (drop that update, go on)
     # or rollback (reload the last good checkpoint and go on with the batches after the bad one)
-    profile_steps: int = _opt(0, False, lo=0)  # >0: profile that many steps (after 2 unprofiled ones) with MindSpore's profiler → profile/top_ops.json
+    profile_steps: int = _opt(0, False, bounds=_n(int, 0))  # >0: profile that many steps (after 2 unprofiled ones) with MindSpore's profiler → profile/top_ops.json
     progress: bool = _opt(True, False)
-    eval_every: int = _opt(0, False, lo=0)  # >0: run harness tasks every that many steps, at step 0 and at the end (chapter 09's TrainingEval)
+    eval_every: int = _opt(0, False, bounds=_n(int, 0))  # >0: run harness tasks every that many steps, at step 0 and at the end (chapter 09's TrainingEval)
     eval_tasks: list = _opt(lambda: ['msllm_cont_en', 'msllm_cont_zh', 'msllm_code_cloze'], False)  # task names (msllm_bpb_*: bits per byte)
     eval_task_dir: str | None = _opt(None, False)  # folder of harness task YAMLs (default: the course's, built from the bundled corpus)
-    eval_limit: int = _opt(50, False, lo=1)  # documents per task at each evaluation
-    lora_rank: int = _opt(0, True, lo=0)  # >0: train LoRA adapters of this rank on every attention and MLP projection, all else frozen (chapter 10); needs init_from
-    lora_alpha: float = _opt(16.0, True, lo=0, lo_open=True)  # LoRA's scale is lora_alpha / lora_rank
+    eval_limit: int = _opt(50, False, bounds=_n(int, 1))  # documents per task at each evaluation
+    lora_rank: int = _opt(0, True, bounds=_n(int, 0))  # >0: train LoRA adapters of this rank on every attention and MLP projection, all else frozen (chapter 10); needs init_from
+    lora_alpha: float = _opt(16.0, True, bounds=_n(float, 0, lo_open=True))  # LoRA's scale is lora_alpha / lora_rank
 
 def hashed_fields()->tuple:
     "The fields that change a run's numbers (declared with `numbers=True`): a resumed run must agree on all of them."
@@ -227,51 +230,52 @@ def resume_mismatch(saved:dict, # the `config` a checkpoint's meta.json recorded
     if not diff: return None
     return '; '.join(f'{k}: checkpoint {saved.get(k, "(not recorded)")!r}, this run {now.get(k, "(not set)")!r}' for k in diff)
 
-def check_field(cfg:TrainConfig, f:dataclasses.Field, where:str):
-    "Coerce a numeric field given as text (YAML 1.1 reads 3e-4 as a string) and check it against its declared rules."
-    v, m = getattr(cfg, f.name), f.metadata
-    if f.type in ('int', 'float') and isinstance(v, str):
-        try: num = float(v)
-        except ValueError: pass
-        else:
-            if f.type == 'float' or num.is_integer(): v = int(num) if f.type == 'int' else num; setattr(cfg, f.name, v)
-    if f.type in ('int', 'float') and (not isinstance(v, (int, float)) or isinstance(v, bool)):
-        raise ValueError(f'{where}: {f.name} must be a number, got {v!r}')
-    if f.type == 'int' and not isinstance(v, int): raise ValueError(f'{where}: {f.name} must be a whole number, got {v!r}')
-    if f.type == 'bool' and not isinstance(v, bool): raise ValueError(f'{where}: {f.name} must be true or false, got {v!r}')
-    if m['choices'] is not None and v not in m['choices']:
-        raise ValueError(f'{where}: {f.name} must be ' + ', '.join(map(str, m['choices'][:-1])) + f' or {m["choices"][-1]}, got {v!r}')
-    lo, hi = m['lo'], m['hi']
-    if (lo is not None and (v < lo or (m['lo_open'] and v == lo))) or (hi is not None and (v > hi or (m['hi_open'] and v == hi))):
-        rng = ('(' if m['lo_open'] else '[') + f'{lo if lo is not None else "-inf"}, {hi if hi is not None else "inf"}' + (')' if m['hi_open'] or hi is None else ']')
-        raise ValueError(f'{where}: {f.name} must be in {rng}, got {v!r}')
+_TEXT = {'str': 'text', 'str | None': 'a path (text) or null', 'list': 'a list', 'dict': 'a mapping of model keys', 'bool': 'true or false'}
 
-def _parse_value(s:str):
+def check_field(cfg:TrainConfig, f:dataclasses.Field, where:str):
+    """Check a field against its declared rules and store it in its kind: a number (given as a number or as text: YAML
+    1.1 reads 3e-4 as text) finite and within its `Bounds`, a choice among its `choices`, text, a list, true/false."""
+    v, m = getattr(cfg, f.name), f.metadata
+    if m['bounds'] is not None: v = check_number(f'{where}: {f.name}', v, m['bounds'])
+    elif f.type in ('str', 'str | None') and isinstance(v, (int, float)) and not isinstance(v, bool): v = str(v)  # out_dir: 2024
+    ok = {'str': lambda x: isinstance(x, str), 'str | None': lambda x: x is None or isinstance(x, str), 'list': lambda x: isinstance(x, list),
+          'dict': lambda x: isinstance(x, dict), 'bool': lambda x: isinstance(x, bool)}.get(f.type, lambda x: True)
+    if not ok(v): raise UsageError(f'{where}: {f.name} {v!r}: expected {_TEXT[f.type]}')
+    if m['choices'] is not None and v not in m['choices']:
+        raise UsageError(f'{where}: {f.name} must be ' + ', '.join(map(str, m['choices'][:-1])) + f' or {m["choices"][-1]}, got {v!r}')
+    setattr(cfg, f.name, v)
+
+def _yaml(text:str, where:str):
+    "YAML `text`, or a `UsageError` naming `where` (a file: with the line of the mistake)."
     import yaml
-    return yaml.safe_load(s)
+    try: return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark, flag = getattr(e, 'problem_mark', None), where.startswith('--')
+        at = f'{where}:{mark.line + 1}' if mark is not None and not flag else where
+        raise UsageError(f"{at}: not {'a YAML value' if flag else 'valid YAML'} ({getattr(e, 'problem', None) or e})") from None
 
 def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/configs, or a dict
                 overrides:list|None=None # ["key=value", "model.key=value", ...]; an item may be (text, origin), e.g. ("device=GPU", "--device")
                )->TrainConfig:
     "Read a training config; unknown keys and bad values are errors naming the key and where it came from (file or flag)."
-    import yaml
     src = 'defaults'
     if isinstance(config, dict): d, src = dict(config), 'config dict'
     elif config is None: d = {}
     else:
         p = Path(config)
         if not p.exists() and (CONFIG_DIR/f'{config}.yaml').exists(): p = CONFIG_DIR/f'{config}.yaml'
-        if not p.exists(): raise FileNotFoundError(f'config {config}: no such file (packaged configs: {sorted(x.stem for x in CONFIG_DIR.glob("*.yaml"))})')
-        src, d = str(p), yaml.safe_load(p.read_text()) or {}
-        if not isinstance(d, dict): raise ValueError(f'{p}: a config is a YAML mapping')
+        if not p.is_file(): raise FileNotFoundError(f'config {config}: no such file (packaged configs: {sorted(x.stem for x in CONFIG_DIR.glob("*.yaml"))})')
+        src, d = str(p), _yaml(p.read_text(), str(p)) or {}
+        if not isinstance(d, dict): raise UsageError(f'{p}: a config is a YAML mapping')
+    if not isinstance(d.get('model') or {}, dict): raise UsageError(f"{src}: model {d['model']!r}: expected a mapping of model keys")
     d['model'] = dict(d.get('model') or {'preset': 'tiny'})
     origin = {k: src for k in d}
     for o in overrides or []:
         o, where = o if isinstance(o, tuple) else (o, f'--set {o}')
         if '=' not in o: raise ValueError(f'{where}: expected key=value')
         k, v = o.split('=', 1)
-        if k.startswith('model.'): d['model'][k[6:]] = _parse_value(v); origin['model'] = where
-        else: d[k] = _parse_value(v); origin[k] = where
+        if k.startswith('model.'): d['model'][k[6:]] = _yaml(v, where); origin['model'] = where
+        else: d[k] = _yaml(v, where); origin[k] = where
     names = {f.name: f for f in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(d) - set(names))
     if unknown: raise ValueError(f'{origin[unknown[0]]}: unknown config keys {unknown}; known: {sorted(names)}')
@@ -313,6 +317,10 @@ def model_config(cfg:TrainConfig)->msm.LlamaConfig:
     m = dict(cfg.model); preset = m.pop('preset', None)
     if preset is not None and preset not in msm.PRESETS: raise ValueError(f'model.preset {preset!r}: choose one of {list(msm.PRESETS)}')
     base = asdict(msm.PRESETS[preset]) if preset else {}
-    unknown = sorted(set(m) - {f.name for f in dataclasses.fields(msm.LlamaConfig)})
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(msm.LlamaConfig)}
+    unknown = sorted(set(m) - set(kinds))
     if unknown: raise ValueError(f'unknown model keys {unknown}')
+    for k, v in m.items():  # sizes are whole numbers ≥ 1, rope_theta and rms_norm_eps finite and > 0
+        b = Bounds(int, 1) if kinds[k].startswith('int') else Bounds(float, 0, lo_open=True) if kinds[k] == 'float' else None
+        if b is not None and v is not None: m[k] = check_number(f'model.{k}', v, b)
     return msm.LlamaConfig(**{**base, **m})

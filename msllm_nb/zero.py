@@ -15,6 +15,7 @@ from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
 import msllm_nb.formats as msf
 import msllm_nb.train_step as ts  # chapter 06·0: the step and the config (never the loop above, which imports this module)
+from .cli import UsageError, answers, count, positive  # one line and exit 2 for a bad flag (00·1)
 
 # %% auto #0
 __all__ = ['GB', 'CPU_KEPT', 'CPU_RUNTIME', 'TUTORIAL_TABLE', 'STEPS', 'activation_bytes', 'cpu_activation_bytes',
@@ -152,28 +153,42 @@ def advise(c:msm.LlamaConfig, device_gb:float, devices:int,
             'reason': f'no layout of {devices} × {device_gb} GB devices fits; add devices, use pipeline parallelism, or shorten seq_len'}
 
 # %% ../nbs/07_zero.ipynb #2b5f6c0a
+def _memory_config(config:str)->ts.TrainConfig:
+    "The train_llm config `--config` names. A folder, a missing file, a file that is not UTF-8 or not YAML: one line naming it."
+    import yaml
+    if not config: raise UsageError("--config '': a packaged config (tiny, llama_7b, ...), a YAML file or a model preset")
+    p = Path(config)
+    if p.is_dir(): raise UsageError(f'--config {config}: a folder, not a YAML file')
+    try: return ts.load_config(config)
+    except FileNotFoundError as e: raise UsageError(str(e)) from None  # 'config NAME: no such file (packaged configs: ...)'
+    except UnicodeDecodeError as e:
+        line = p.read_bytes()[:e.start].count(b'\n') + 1 if p.is_file() else '?'
+        raise UsageError(f'--config {config}:{line}: not UTF-8 (byte 0x{e.object[e.start]:02x})') from None
+    except yaml.YAMLError as e:
+        m = getattr(e, 'problem_mark', None)
+        raise UsageError(f'--config {config}{f":{m.line + 1}" if m else ""}: not valid YAML ({getattr(e, "problem", None) or e})') from None
+    except OSError as e: raise UsageError(f'--config {config}: {e.strerror or e}') from None
+
 @call_parse
 def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a YAML file) or a model preset (tiny, small, 1b3, 7b)', str)='llama_7b',
-               devices:Param('devices in the job', int)=8,
-               device_gb:Param('memory per device in GB', float)=64,
-               devices_per_node:Param('devices per node', int)=8,
+               devices:Param('devices in the job (1 or more)', count)=8,
+               device_gb:Param('memory per device in GB (above 0)', positive)=64,
+               devices_per_node:Param('devices per node (1 or more)', count)=8,
                interconnect:Param('link inside a node: nvlink, hccs, pcie, ethernet', str)='hccs',
                precision:Param('fp32, fp16 or bf16, as train_llm spells it (fp16 and bf16 take the same memory)', str)='bf16',
-               seq_len:Param('sequence length (default: the config\'s)', int)=None,
-               micro_batch:Param('micro-batch per device (default: the config\'s batch_size / accum_steps)', int)=None,
+               seq_len:Param('sequence length, 1 or more (default: the config\'s)', count)=None,
+               micro_batch:Param('micro-batch per device, 1 or more (default: the config\'s batch_size / accum_steps)', count)=None,
                cpu:Param("estimate for MindSpore's CPU backend (fp32; every intermediate kept, plus the compiled graph); no layout advice", store_true)=False,
                json_out:Param('print JSON', store_true)=False):
     "Estimate per-device training memory by sharding stage and recommend a parallel layout."
     import pandas as pd
-    try:
-        for flag, v, lo in (('devices', devices, 1), ('devices_per_node', devices_per_node, 1), ('seq_len', seq_len, 1), ('micro_batch', micro_batch, 1)):
-            if v is not None and v < lo: raise ValueError(f'--{flag} must be at least {lo}, got {v}')
-        if not device_gb > 0: raise ValueError(f'--device_gb must be above 0, got {device_gb:g}')
-        if precision not in ('fp32', 'fp16', 'bf16'): raise ValueError(f'--precision must be fp32, fp16 or bf16, got {precision!r}')
+    with answers('msllm-memory', usage=(UsageError, ValueError, FileNotFoundError)):
+        if precision not in ('fp32', 'fp16', 'bf16'): raise UsageError(f'--precision must be fp32, fp16 or bf16, got {precision!r}')
+        if interconnect not in ('nvlink', 'hccs', 'pcie', 'ethernet'): raise UsageError(f'--interconnect {interconnect!r}: nvlink, hccs, pcie or ethernet')
         if config in msm.PRESETS and not Path(config).exists() and not (ts.CONFIG_DIR/f'{config}.yaml').exists():
             c, s, b = msm.PRESETS[config], seq_len or 2048, micro_batch or 1
         else:
-            cfg = ts.load_config(config)
+            cfg = _memory_config(config)
             c, s, b = ts.model_config(cfg), seq_len or cfg.seq_len, micro_batch or cfg.batch_size // cfg.accum_steps
         backend, precision = ('cpu', 'fp32') if cpu else ('device', precision)
         cols = ('weights', 'gradients', 'optimizer', 'activations') + (('runtime',) if cpu else ()) + ('total',)
@@ -183,8 +198,6 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
             m = estimate_memory(c, s, b, precision, devices, z, backend=backend)
             table[f'ZeRO-{z}' if z else 'DP'] = {k: round(m[k] / GB, 2) for k in cols}
         adv = None if cpu else advise(c, device_gb, devices, devices_per_node, interconnect, s, b, precision)
-    except (ValueError, FileNotFoundError) as e:
-        print(f'msllm-memory: {e}', file=sys.stderr); sys.exit(2)
     out = {'params': msm.param_count(c), 'seq_len': s, 'micro_batch': b, 'precision': precision, 'backend': backend,
            'gb_per_device': table, 'advice': adv}
     if json_out: print(json.dumps(out, indent=1)); return

@@ -1,5 +1,5 @@
 """Integration checks for chapter 02 (msllm-bpe): determinism, exact round trips on unseen text, coverage, errors, HF export."""
-import json, random, subprocess, sys
+import json, random, re, subprocess, sys
 from pathlib import Path
 import pytest
 import msllm_nb.bpe as B
@@ -66,7 +66,7 @@ def test_errors_are_clear(cleaned, tmp_path):
     assert r.returncode == 1 and 'x.jsonl:2: not UTF-8 (invalid continuation byte at byte 13)' in r.stderr, r.stderr[-500:]
     (tmp_path / 'none').mkdir(); (tmp_path / 'none' / 'a.txt').write_text('plain text is not cleaned output')
     r = subprocess.run([BIN / 'msllm-bpe', tmp_path / 'none', '--out', tmp_path / 't'], capture_output=True, text=True)
-    assert r.returncode == 1 and 'no training documents' in r.stderr
+    assert r.returncode == 2 and 'none: no training documents' in r.stderr  # the folder named holds no cleaned output
 
 
 def test_heldout_split_does_not_depend_on_the_folder(cleaned, tmp_path):
@@ -78,3 +78,76 @@ def test_heldout_split_does_not_depend_on_the_folder(cleaned, tmp_path):
     a, b = held(cleaned), held(tmp_path / 'clean2')
     assert a == b and len(a) > 10
     assert any(s.endswith('.eml') for _, s in a), 'no whole-file document is held out: the test would not catch a folder-dependent key'
+
+
+# ---- bad input: one line naming the flag or file, exit 2, nothing written (issue 56)
+
+def _tiny_corpus(d):
+    d.mkdir(parents=True, exist_ok=True)
+    (d / 'clean-00000.jsonl').write_text(''.join(json.dumps({'text': f'document {i} about the weather, the cats and the dogs {i * 7}',
+                                                             'source': f'en_x.txt:{i}'}) + '\n' for i in range(40)))
+    return d
+
+
+def _raw(*args, **kw):
+    "Run a command; stdout and stderr decoded with their \\r kept (text=True would turn a progress bar's \\r into a line end)."
+    r = subprocess.run([str(a) for a in args], capture_output=True, **kw)
+    r.stdout, r.stderr = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
+    return r
+
+
+def _one_line(r, code, *names):
+    "Exit `code` and one line on stderr (a progress bar, redrawn with \\r, may come before it) naming each of `names`, no traceback."
+    lines = [l.rsplit('\r', 1)[-1] for l in r.stderr.strip().split('\n')]
+    assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert all(n in lines[0] for n in names), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize('flag, value', [('--vocab_size', '0'), ('--vocab_size', '-5'), ('--vocab_size', str(10**9)),
+                                         ('--vocab_size', 'abc'), ('--character_coverage', '2'), ('--character_coverage', 'nan'),
+                                         ('--character_coverage', '0'), ('--input_sentence_size', '0'), ('--input_sentence_size', 'inf')])
+def test_out_of_range_flags_are_one_line(tmp_path, flag, value):
+    corpus = _tiny_corpus(tmp_path / 'c')
+    r = _raw(BIN / 'msllm-bpe', corpus, '--out', tmp_path / 'o' / 't', flag, value)
+    _one_line(r, 2, flag)
+    assert not (tmp_path / 'o').exists()
+
+
+def test_a_corpus_too_small_for_the_vocabulary(tmp_path):
+    "More pieces asked than the text holds: one line naming the corpus and the largest size it supports; then that size trains."
+    corpus = _tiny_corpus(tmp_path / 'c')
+    r = _raw(BIN / 'msllm-bpe', corpus, '--out', tmp_path / 'o' / 't', '--vocab_size', '5000')
+    line = _one_line(r, 2, str(corpus), '--vocab_size 5000')
+    assert not (tmp_path / 'o').exists()
+    most = int(re.search(r'at most (\d+)', line).group(1))
+    assert B.train_bpe([corpus], tmp_path / 'o' / 't', vocab_size=most, progress=False)['vocab_size'] == most
+    (tmp_path / 'e').mkdir(); (tmp_path / 'e' / 'clean-00000.jsonl').write_text('\n')  # cleaned output with no text at all
+    r = _raw(BIN / 'msllm-bpe', tmp_path / 'e', '--out', tmp_path / 'o2' / 't')
+    _one_line(r, 2, str(tmp_path / 'e'), 'no training documents')
+    assert not (tmp_path / 'o2').exists()
+
+
+def test_odd_paths_are_one_line(tmp_path):
+    corpus = _tiny_corpus(tmp_path / 'c')
+    (tmp_path / 'f').write_text('x')
+    for args, code, names in [([tmp_path / 'missing'], 2, ['missing']),
+                              ([corpus, '--out', tmp_path / 'f' / 't'], 2, ['--out', str(tmp_path / 'f')]),  # a file where a folder is
+                              ([corpus, '--out', corpus], 2, ['--out', str(corpus)])]:  # a folder where a prefix is
+        r = _raw(BIN / 'msllm-bpe', *args, cwd=tmp_path)
+        _one_line(r, code, *names)
+    assert not (tmp_path / 'runs').exists() and sorted(p.name for p in corpus.iterdir()) == ['clean-00000.jsonl']
+
+
+@pytest.mark.parametrize('kind', ['text', 'empty', 'folder', 'json', 'bad_model', 'missing'])
+def test_load_tokenizer_names_a_file_that_is_not_a_tokenizer(tmp_path, kind):
+    p = {'text': tmp_path / 'notes.txt', 'empty': tmp_path / 'empty.model', 'folder': tmp_path / 'folder', 'json': tmp_path / 'tokenizer.json',
+         'bad_model': tmp_path / 'bad.model', 'missing': tmp_path / 'nope.model'}[kind]
+    if kind == 'text': p.write_text('just some notes\n')
+    elif kind == 'empty': p.write_bytes(b'')
+    elif kind == 'folder': p.mkdir(); (p / 'readme.md').write_text('hi')
+    elif kind == 'json': p.write_text('{"not": "a tokenizer"}')
+    elif kind == 'bad_model': p.write_bytes(b'\x00\x01garbage' * 10)
+    with pytest.raises((ValueError, FileNotFoundError)) as e:
+        B.load_tokenizer(p)
+    assert str(p) in str(e.value) and '\n' not in str(e.value), str(e.value)

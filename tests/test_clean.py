@@ -289,8 +289,8 @@ def test_counts_add_up_and_an_empty_input_is_an_error(tmp_path):
     r = run_clean(d, '--out', tmp_path / 'o')
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == f'msllm-clean: {d}: no usable document in 2 files (1 binary_file, 1 empty_file)'
     (tmp_path / 'none').mkdir()
-    r = run_clean(tmp_path / 'none', '--out', tmp_path / 'o')
-    assert r.returncode == 1 and 'no input files found' in r.stderr
+    r = run_clean(tmp_path / 'none', '--out', tmp_path / 'o_none')  # a folder with no file: the input named is wrong, nothing is written
+    assert r.returncode == 2 and 'none: no input files found' in r.stderr and not (tmp_path / 'o_none').exists()
     (d / 'en_a.txt').write_text('A paragraph long enough to be kept by every rule here.\n\nshort\n')
     (d / 'en_b.jsonl').write_text('{"text": "Another document long enough to be kept by the rules."}\nnot json\n{"body": 1}\n')
     r = run_clean(d, '--out', tmp_path / 'o', '--json_out')
@@ -319,3 +319,50 @@ def test_piped_into_head_the_report_stops_quietly_and_the_files_are_complete(mes
         rep = json.loads((out / 'report.json').read_text())
         kept = [l for f in sorted(out.glob('clean-*.jsonl')) for l in f.read_text().splitlines()]
         assert rep['docs_out'] == len(kept) > 0
+
+
+# ---- bad input: one line naming the flag, key or file, exit 2, nothing written (issue 56)
+
+def _raw(*args, **kw):
+    "Run a command; stdout and stderr decoded with their \\r kept (text=True would turn a progress bar's \\r into a line end)."
+    r = subprocess.run([str(a) for a in args], capture_output=True, **kw)
+    r.stdout, r.stderr = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
+    return r
+
+
+def _one_line(r, code, *names):
+    "Exit `code` and one line on stderr (a progress bar, redrawn with \\r, may come before it) naming each of `names`, no traceback."
+    lines = [l.rsplit('\r', 1)[-1] for l in r.stderr.strip().split('\n')]
+    assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert all(str(n) in lines[0] for n in names), lines[0]
+
+
+@pytest.mark.parametrize('flag, value', [('--workers', '0'), ('--workers', '-1'), ('--workers', 'nan'), ('--workers', '1.5'),
+                                         ('--max_line_bytes', '0'), ('--max_line_bytes', 'inf'), ('--max_line_bytes', 'abc')])
+def test_out_of_range_flags_are_one_line(tmp_path, flag, value):
+    (tmp_path / 'en_a.txt').write_text('A paragraph long enough to be kept by every rule here.\n')
+    _one_line(_raw(BIN / 'msllm-clean', tmp_path / 'en_a.txt', '--out', tmp_path / 'o', flag, value), 2, flag)
+    assert not (tmp_path / 'o').exists()
+
+
+@pytest.mark.parametrize('yaml, names', [('max_garbled_ratio: .nan\n', ['max_garbled_ratio']), ('min_chars: -4\n', ['min_chars']),
+                                         ('max_chars: 0\n', ['max_chars']), ('near_dup_threshold: 2\n', ['near_dup_threshold']),
+                                         ('min_script_ratio: {zh: 5}\n', ['min_script_ratio.zh']), ('rules: [length, nosuch]\n', ['rules', 'nosuch']),
+                                         ('boilerplate: ["(unclosed"]\n', ['boilerplate', '(unclosed']), (b'\xff: 1\n', ['not UTF-8'])])
+def test_config_values_out_of_range_are_one_line(tmp_path, yaml, names):
+    (tmp_path / 'en_a.txt').write_text('A paragraph long enough to be kept by every rule here.\n')
+    c = tmp_path / 'c.yaml'; c.write_bytes(yaml) if isinstance(yaml, bytes) else c.write_text(yaml)
+    _one_line(_raw(BIN / 'msllm-clean', tmp_path / 'en_a.txt', '--out', tmp_path / 'o', '--config', c), 2, '--config', c, *names)
+    assert not (tmp_path / 'o').exists()
+
+
+def test_odd_paths_are_one_line(tmp_path):
+    (tmp_path / 'en_a.txt').write_text('A paragraph long enough to be kept by every rule here.\n')
+    f = tmp_path / 'en_a.txt'
+    for args, names in [((f, '--out', f), ['--out', 'a file, not a folder']), ((f, '--out', f / 'sub'), ['--out', 'is a file, not a folder']),
+                        ((f, '--out', tmp_path / 'o', '--config', tmp_path), ['--config', 'a folder']),
+                        ((f, '--out', tmp_path / 'o', '--config', tmp_path / 'nope.yaml'), ['--config', 'no such']),
+                        ((f, '--out', tmp_path / 'o', '--source_root', f), ['--source_root']),
+                        ((tmp_path / 'nope', '--out', tmp_path / 'o'), ['nope: no such file or directory'])]:
+        _one_line(_raw(BIN / 'msllm-clean', *args), 2, *names)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['en_a.txt']

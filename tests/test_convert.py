@@ -97,7 +97,10 @@ def test_cli_errors_name_file_and_key(fx, tmp_path):
     r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
     assert r.returncode == 1 and "config.json: unknown architecture ['GPTNeoXForCausalLM']" in r.stderr
     r = cli(BIN / 'msllm-convert', tmp_path / 'nowhere', tmp_path / 'x.ckpt')
-    assert r.returncode == 2 and 'nowhere/config.json: missing' in r.stderr
+    assert r.returncode == 2 and 'nowhere: no such file or folder' in r.stderr
+    (tmp_path / 'nocfg').mkdir()
+    r = cli(BIN / 'msllm-convert', tmp_path / 'nocfg', tmp_path / 'x.ckpt')
+    assert r.returncode == 2 and 'nocfg/config.json: missing' in r.stderr
     assert not (tmp_path / 'x.ckpt').exists()
     r = cli(BIN / 'msllm-convert', fx['qwen2'], tmp_path / 'b.ckpt', '--dtype', 'bfloat16')  # refused up front, exit 2
     assert r.returncode == 2 and r.stderr.strip() == 'msllm-convert: --dtype bfloat16: choose float32 or float16 (bf16 sources are widened to float32 exactly)'
@@ -314,3 +317,104 @@ def test_two_processes_building_one_gguf_cache_at_once_both_succeed(tmp_path):
     from safetensors.numpy import load_file
     a, b = load_file(tmp_path / 'cache' / 'model.safetensors'), load_file(Path(tiny) / 'model.safetensors')
     assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+# ---- the reverse conversion carries the tokenizer; bad input is one line, nothing written (issue 56)
+
+TOK_TEXTS = ['Hello, world! 2024-12-01', "The king's ship, in the deep nook.", '  two  spaces\tand\nlines  ', '机器学习 café']
+
+
+@pytest.mark.parametrize('kind', ['gpt2', 'llama'])
+def test_reverse_carries_a_gguf_tokenizer(fx, tmp_path, kind):
+    "GGUF → MindSpore writes model_tokenizer/ beside the checkpoint; MindSpore → HF carries it: transformers' AutoTokenizer loads it and encodes as the rebuilt tokenizer."
+    if kind == 'gpt2': vocab = mfx.tiny_bpe_vocab()  # byte-level BPE (SmolLM2's kind)
+    else:  # SentencePiece (LLaMA 2's kind), 512 pieces as the tiny model has
+        import sentencepiece as spm
+        (tmp_path / 't.txt').write_text((DATA / 'en_literature' / 'tempest_gut.txt').read_text(errors='ignore')[:100_000])
+        spm.SentencePieceTrainer.train(input=str(tmp_path / 't.txt'), model_prefix=str(tmp_path / 'sp'), vocab_size=512, model_type='bpe',
+                                       byte_fallback=True, minloglevel=2)
+        sp = spm.SentencePieceProcessor(model_file=str(tmp_path / 'sp.model'))
+        vocab = dict(model='llama', tokens=[sp.id_to_piece(i) for i in range(512)], scores=[sp.get_score(i) for i in range(512)],
+                     types=[2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 1 for i in range(512)],
+                     space_prefix=True, unk=sp.unk_id(), bos=sp.bos_id(), eos=sp.eos_id())
+    gg = mfx.write_gguf_fixture(fx['llama'], tmp_path / 'tiny.gguf', types={}, tokenizer=vocab)
+    r = cli(BIN / 'msllm-convert', gg, tmp_path / 'model.ckpt')
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)['tokenizer'] == str(tmp_path / 'model_tokenizer')
+    r = cli(BIN / 'msllm-convert', '--reverse', tmp_path / 'model.ckpt', tmp_path / 'hf')
+    assert r.returncode == 0 and 'model_tokenizer' in r.stdout, r.stderr[-2000:]
+    from msllm_nb.bpe import load_tokenizer
+    rebuilt = load_tokenizer(tmp_path / 'model_tokenizer')  # what the forward conversion made, as the course reads it
+    assert run_reference(mfx.auto_tokenizer_ids, tmp_path / 'hf', TOK_TEXTS) == [rebuilt.encode(t) for t in TOK_TEXTS]
+
+
+def test_reverse_carries_a_sentencepiece_tokenizer(fx, tmp_path):
+    """A checkpoint with tokenizer.model beside it (a LoRA run's merged/), a train_llm checkpoint whose meta.json names its
+    token folder, or --tokenizer: the HF folder gets a tokenizer transformers loads, encoding as SentencePiece does.
+    Without one, a one-line warning."""
+    import sentencepiece as spm
+    from msllm_nb.bpe import train_bpe
+    (tmp_path / 'clean').mkdir()
+    (tmp_path / 'clean' / 'clean-00000.jsonl').write_text(''.join(json.dumps({'text': f'document {i} about the weather, the cats and the dogs {i * 7}',
+                                                                              'source': f'en_x.txt:{i}'}) + '\n' for i in range(40)))
+    model = train_bpe([tmp_path / 'clean'], tmp_path / 'tok' / 'bpe', vocab_size=300, progress=False)['model']
+    sp = spm.SentencePieceProcessor(model_file=model)
+    merged, step, bare = tmp_path / 'merged', tmp_path / 'run' / 'checkpoints' / 'step_00000010', tmp_path / 'bare'
+    for d in (merged, step, bare): cv.convert_hf_to_ms(fx['llama'], d / 'model.ckpt')
+    shutil.copyfile(model, merged / 'tokenizer.model')
+    tokens = tmp_path / 'tokens'; tokens.mkdir(); shutil.copyfile(model, tokens / 'tokenizer.model')
+    (tokens / 'meta.json').write_text(json.dumps({'tokenizer': 'tokenizer.model'}))
+    (step / 'meta.json').write_text(json.dumps({'step': 10, 'config': {'token_dir': str(tokens)}}))
+    for ck, extra in ((merged, ()), (step, ()), (bare, ('--tokenizer', model))):
+        r = cli(BIN / 'msllm-convert', '--reverse', ck / 'model.ckpt', ck / 'hf', *extra)
+        assert r.returncode == 0 and str(model if extra else ck / 'tokenizer.model' if ck == merged else tokens / 'tokenizer.model') in r.stdout, r.stdout + r.stderr[-2000:]
+    assert run_reference(mfx.auto_tokenizer_ids, merged / 'hf', TOK_TEXTS) == [sp.encode(t) for t in TOK_TEXTS]
+    assert (step / 'hf' / 'tokenizer.json').read_bytes() == (bare / 'hf' / 'tokenizer.json').read_bytes() == (merged / 'hf' / 'tokenizer.json').read_bytes()
+    r = cli(BIN / 'msllm-convert', '--reverse', bare / 'model.ckpt', tmp_path / 'no_tok')
+    assert r.returncode == 0 and len(r.stderr.strip().splitlines()) == 1 and 'no tokenizer' in r.stderr, r.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / 'no_tok').iterdir()) == ['config.json', 'model.safetensors']
+
+
+def test_odd_paths_are_one_line(fx, tmp_path):
+    "Wrong paths and flags: exit 2 (or 1 for a file that cannot be read), one line naming what is wrong, nothing written."
+    cv.convert_hf_to_ms(fx['llama'], tmp_path / 'ck' / 'model.ckpt')
+    (tmp_path / 'f.txt').write_text('x'); (tmp_path / 'notes.txt').write_text('not a tokenizer')
+    (tmp_path / 'outdir').mkdir(); (tmp_path / 'out.ckpt').mkdir()
+    latin = tmp_path / 'latin'; shutil.copytree(fx['llama'], latin); (latin / 'config.json').write_bytes(b'{"model_type": "caf\xe9"}')
+    before = sorted(p.name for p in tmp_path.iterdir())
+    ck = tmp_path / 'ck' / 'model.ckpt'
+    for args, code, names in [((tmp_path / 'f.txt', tmp_path / 'x.ckpt'), 2, ['f.txt', 'Hugging Face model folder']),
+                              ((fx['llama'], tmp_path / 'out.ckpt'), 2, ['out.ckpt', 'a folder, not a file name']),
+                              ((fx['llama'], tmp_path / 'x.bin'), 2, ['x.bin', '.ckpt or .safetensors']),
+                              ((fx['llama'], tmp_path / 'f.txt' / 'x.ckpt'), 2, ['f.txt is a file, not a folder']),
+                              ((fx['llama'], tmp_path / 'x.ckpt', '--tokenizer', tmp_path / 'notes.txt'), 2, ['--tokenizer', '--reverse']),
+                              ((latin, tmp_path / 'x.ckpt'), 1, ['latin/config.json']),
+                              (('--reverse', ck, tmp_path / 'f.txt'), 2, ['f.txt', 'a file, not a folder']),
+                              (('--reverse', tmp_path / 'ck', tmp_path / 'y'), 2, ['ck', 'not a MindSpore checkpoint']),
+                              (('--reverse', tmp_path / 'nope.ckpt', tmp_path / 'y'), 2, ['nope.ckpt', 'no such']),
+                              (('--reverse', fx['llama'] / 'model.safetensors', tmp_path / 'y'), 2, ['model.yaml', 'missing']),
+                              (('--reverse', ck, tmp_path / 'y', '--tokenizer', tmp_path / 'notes.txt'), 2, ['--tokenizer', 'notes.txt']),
+                              (('--reverse', ck, tmp_path / 'y', '--tokenizer', tmp_path / 'nope.model'), 2, ['--tokenizer', 'nope.model'])]:
+        r = cli(BIN / 'msllm-convert', *args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (args, r.returncode, r.stderr[-2000:])
+        assert all(str(n) in lines[0] for n in names), (args, lines[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and list((tmp_path / 'outdir').iterdir()) == []
+
+
+def test_parity_cli_refuses_bad_input_before_any_compute(fx, tmp_path):
+    "msllm-parity: wrong numbers and paths are one line, exit 2, before either model runs; nothing written."
+    cv.convert_hf_to_ms(fx['llama'], tmp_path / 'l.ckpt')
+    (tmp_path / 'f.txt').write_text('x'); (tmp_path / 'out').mkdir()
+    for args, names in [(('--n_gen', '0'), ['--n_gen']), (('--n_gen', '-1'), ['--n_gen']), (('--n_gen', 'nan'), ['--n_gen']),
+                        (('--n_gen', '1000'), ['--n_gen 1000', 'max_position_embeddings 256']),
+                        (('--json_file', tmp_path / 'out'), ['--json_file', 'a folder']),
+                        (('--ckpt', tmp_path / 'nope.ckpt'), ['--ckpt', 'nope.ckpt']), (('--ckpt', tmp_path / 'f.txt'), ['--ckpt', 'f.txt'])]:
+        r = cli(BIN / 'msllm-parity', fx['llama'], '--ckpt', tmp_path / 'l.ckpt', *args) if '--ckpt' not in args else cli(BIN / 'msllm-parity', fx['llama'], *args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and 'Traceback' not in r.stderr, (args, r.returncode, r.stderr[-2000:])
+        assert all(str(n) in lines[0] for n in names), (args, lines[0])
+    for hf in (tmp_path / 'nope', tmp_path / 'f.txt'):
+        r = cli(BIN / 'msllm-parity', hf)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and str(hf) in r.stderr, r.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['f.txt', 'l.ckpt', 'l.yaml', 'out'] and not list((tmp_path / 'out').iterdir())

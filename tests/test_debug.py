@@ -1,7 +1,7 @@
 """Chapter 08 from the outside: `msllm-doctor` on healthy and broken runs made with the train_llm CLI (failures the
 notebook does not use: diverged ranks, a NaN from the command line, unreadable folders), and `msllm-commcheck` under
 a plain mpirun and with an unreachable scheduler."""
-import json, sys
+import json, math, sys
 import pytest
 from train_helpers import BIN, run, launch_report
 import msllm_nb.train_llm as tl
@@ -61,16 +61,17 @@ def masked_token_folder(out, n_docs=40, doc_len=300):
     return out
 
 
-def test_a_batch_with_every_label_masked_stops_the_run_and_is_named(tmp_path):
+def test_a_folder_with_every_label_masked_is_refused_and_such_steps_are_named(tmp_path):
+    "train_llm refuses a token folder whose every label is masked before it writes anything; the doctor names such steps in another trainer's records."
     tokens = masked_token_folder(tmp_path / 'tokens')
-    r = run([BIN / 'train_llm', *small(tokens, tmp_path / 'run', 'val_fraction=0')])
-    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
-    assert 'train_llm: step 1: every label of the batch is -100 (masked), windows [' in r.stderr.strip().splitlines()[-1]
-    code, out, _ = doctor(tmp_path / 'run', '--json_out')
-    found = json.loads(out)
-    assert code == 1 and [(f['code'], f['step']) for f in found] == [('labels_all_masked', 1)], found
-    r = run([BIN / 'train_llm', *small(tokens, tmp_path / 'run2')])  # the validation windows are checked too, before step 1
-    assert r.returncode == 1 and 'validation windows is -100 (masked)' in r.stderr, r.stderr[-2000:]
+    for extra in (['val_fraction=0'], []):
+        r = run([BIN / 'train_llm', *small(tokens, tmp_path / 'run', *extra)])
+        last = r.stderr.strip().splitlines()[-1]
+        assert r.returncode == 2 and 'Traceback' not in r.stderr and last.startswith('train_llm: ') and '-100 (masked)' in last, r.stderr[-2000:]
+        assert not (tmp_path / 'run' / 'metrics.jsonl').exists()
+    d = synthetic_run(tmp_path / 'other', [9.0, 8.8, 0.0, 0.0], val={0: 9.0}, grad_norms={3: 0.0, 4: 0.0})  # a mean over no labels
+    code, found, _ = doctor_json(d)
+    assert code == 1 and codes(found) == [('labels_all_masked', 'error', 3)], found
 
 
 def test_a_divergence_is_found_where_it_starts_and_doctor_advises_a_healthy_checkpoint(tokens, tmp_path):
@@ -99,6 +100,7 @@ def test_a_single_batch_spike_is_a_warning_with_a_checkpoint_before_it(tmp_path)
         ck.save(s, {'model': w}, tl.weight_stats(w), LlamaConfig())
     recs = [{'kind': 'train', 'step': s, 'loss': 9.0 - 0.05 * s, 'grad_norm': 1.0} for s in range(1, 41)]
     recs[24] = {'kind': 'train', 'step': 25, 'loss': 80.0, 'grad_norm': 400.0}  # the bad batch
+    recs += [{'kind': 'val', 'step': 0, 'loss': 9.0}, {'kind': 'val', 'step': 40, 'loss': 7.1}]
     (tmp_path / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
     code, out, _ = doctor(tmp_path, '--json_out')
     found = json.loads(out)
@@ -214,3 +216,196 @@ def test_profile_steps_writes_top_operators_and_survives_a_missing_table(tokens,
     assert r.returncode == 0, r.stderr[-3000:]
     ev = [e for e in tl.read_metrics(tmp_path / 'b', 'event') if e['event'] == 'profiled']
     assert len(ev) == 1 and ev[0]['top'].startswith('no operator summary') and (tmp_path / 'b' / 'checkpoints' / 'step_00000006').is_dir()
+
+
+# --- issue 56: divergence judged on the run's own loss, NaN/missing figures, bounds of every flag -------------------------------
+
+def as_new_format(rec):
+    "A record as the trainer writes it now (06·2's dumps_finite): a non-finite figure is null, named in `non_finite`."
+    bad = {k: str(v) for k, v in rec.items() if isinstance(v, float) and not math.isfinite(v)}
+    return {**rec, **{k: None for k in bad}, **({'non_finite': bad} if bad else {})}
+
+
+def synthetic_run(path, losses, val=None, grad_norms=None, saves=(), extra=(), new_format=False):
+    "A run folder from synthetic records: train losses for steps 1.., val {step: loss} (a loss may be nan/None), checkpoints at `saves`."
+    import numpy as np
+    from msllm_nb.model import LlamaConfig
+    path.mkdir(parents=True, exist_ok=True)
+    ck = tl.Checkpoints(path / 'checkpoints', keep=len(saves) + 1)
+    for s in saves:
+        w = {'model.norm_out.weight': np.full(4, 1 + s / 1000, np.float32)}
+        ck.save(s, {'model': w}, tl.weight_stats(w), LlamaConfig())
+    recs = [{'kind': 'train', 'step': s, 'loss': l, 'grad_norm': (grad_norms or {}).get(s, 1.0), 'lr': 1e-3}
+            for s, l in enumerate(losses, 1)]
+    recs += [{'kind': 'val', 'step': s, 'loss': l, **({} if l is None else {'ppl': math.exp(min(l, 50))})}  # NaN stays NaN, None is null
+             for s, l in (val or {}).items()]
+    recs = sorted(recs, key=lambda r: (r['step'], r['kind'] == 'train')) + list(extra)
+    recs = [as_new_format(r) for r in recs] if new_format else recs  # else json writes NaN, as the trainer did before
+    (path / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
+    return path
+
+
+def falling(n, start=9.0, end=5.0, noise=0.0, seed=0):
+    "A healthy loss curve: exponential fall from `start` toward `end` over n steps, with Gaussian noise."
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return [float(end + (start - end) * np.exp(-i / (n / 5)) + noise * rng.standard_normal()) for i in range(n)]
+
+
+def strict_json(text):
+    "json.loads that refuses NaN/Infinity (what a JSON reader outside Python does)."
+    def no(c): raise ValueError(f'{c} in JSON output')
+    return json.loads(text, parse_constant=no)
+
+
+def doctor_json(run_dir):
+    code, out, err = doctor(run_dir, '--json_out')
+    return code, strict_json(out), err
+
+
+def codes(found): return [(f['code'], f['severity'], f['step']) for f in found]
+
+
+def test_a_too_high_lr_is_named_where_the_loss_starts_to_climb(tmp_path):
+    "The loss climbs from step 6 with no gradient-norm spike: the first step of the climb, and a checkpoint before it."
+    losses = [9.0, 8.8, 8.6, 8.5, 9.0, 9.8, 10.6, 11.8, 13.5, 15.6, 18.0, 21.0, 24.0, 28.0]
+    d = synthetic_run(tmp_path, losses, val={0: 9.0, 14: 27.0}, grad_norms={s: 1.0 + 0.3 * s for s in range(1, 15)}, saves=(2, 4, 6, 8))
+    code, found, _ = doctor_json(d)
+    assert code == 1 and found[0]['code'] == 'diverged' and found[0]['step'] == 6, found
+    assert 'continue from step_00000004' in found[0]['remedy'] and 'step_00000006: written at or after step 6' in found[0]['remedy'], found[0]
+
+
+def test_a_validation_loss_above_its_start_is_named_at_that_evaluation(tmp_path):
+    "Training loss that barely moves while the held-out loss rises above its step-0 value: named at that evaluation."
+    losses = [9.0, 8.9, 8.8, 8.8, 8.9, 9.0, 9.1, 9.2, 9.3, 9.4, 9.5, 9.6]
+    d = synthetic_run(tmp_path, losses, val={0: 9.0, 4: 9.4, 8: 10.2, 12: 11.5}, saves=(4, 8))
+    code, found, _ = doctor_json(d)
+    div = [f for f in found if f['code'] == 'diverged']
+    assert code == 1 and div and div[0]['step'] == 8 and 'validation' in div[0]['evidence'], found
+    assert 'continue from step_00000004' in div[0]['remedy'], div[0]
+
+
+def test_a_slowly_creeping_loss_is_a_divergence(tmp_path):
+    "The loss falls to 5, then creeps up 0.02 nats a step: named once it is clearly above its best, with a checkpoint before."
+    losses = falling(40, noise=0.03) + [5.0 + 0.02 * i for i in range(1, 101)]
+    d = synthetic_run(tmp_path, losses, saves=(40, 80, 120, 140))
+    code, found, _ = doctor_json(d)
+    div = [f for f in found if f['code'] == 'diverged']
+    assert code == 1 and div and 40 < div[0]['step'] < 110, found
+    good = int(div[0]['remedy'].split('continue from step_')[1][:8])
+    assert good < div[0]['step'], div[0]
+
+
+@pytest.mark.parametrize('noise', [0.05, 0.3])
+def test_a_plateau_is_not_a_divergence(tmp_path, noise):
+    "The loss falls, then stays flat with noise for 170 steps: nothing to report."
+    losses = falling(30, end=6.0, noise=noise) + falling(170, start=6.0, end=6.0, noise=noise, seed=1)
+    d = synthetic_run(tmp_path, losses, val={0: 9.0, 100: 6.1, 200: 6.1}, saves=(100, 200))
+    code, found, err = doctor_json(d)
+    assert code == 0 and found == [], found
+
+
+@pytest.mark.parametrize('new_format', [False, True])
+def test_one_nan_step_is_named_with_a_checkpoint_before_it(tmp_path, new_format):
+    losses = falling(20)
+    losses[9] = float('nan')
+    d = synthetic_run(tmp_path, losses, val={0: 9.0, 20: 6.0}, grad_norms={10: float('nan')}, saves=(5, 10, 15), new_format=new_format)
+    code, found, _ = doctor_json(d)
+    assert code == 1 and codes(found) == [('non_finite_loss', 'error', 10)], found
+    assert 'continue from step_00000005' in found[0]['remedy'], found[0]
+
+
+def test_a_spike_that_recovers_is_a_warning(tmp_path):
+    losses = falling(40)
+    losses[19] = 40.0
+    d = synthetic_run(tmp_path, losses, val={0: 9.0, 40: 5.5}, grad_norms={20: 300.0}, saves=(10, 20, 30))
+    code, found, _ = doctor_json(d)
+    assert code == 0 and codes(found) == [('loss_spike', 'warning', 20)], found
+    assert 'continue from step_00000010' in found[0]['remedy'], found[0]
+
+
+@pytest.mark.parametrize('val', [{0: float('nan'), 10: float('nan'), 20: float('nan')},  # the old trainer with val_fraction=0
+                                 {0: None, 10: None, 20: None},  # the new one: null ...
+                                 None])  # ... or no val records at all
+@pytest.mark.parametrize('new_format', [False, True])
+def test_a_run_without_a_validation_loss_is_not_called_healthy(tmp_path, val, new_format):
+    d = synthetic_run(tmp_path, falling(20), val=val, saves=(10, 20), new_format=new_format)
+    code, found, err = doctor_json(d)
+    assert code == 0 and codes(found) == [('no_validation', 'warning', None)], found
+    code, out, _ = doctor(d)
+    assert 'looks healthy' not in out and 'val_fraction' in out, out
+
+
+def test_a_non_finite_figure_anywhere_is_a_finding(tmp_path):
+    "One NaN validation loss among finite ones is an error at its step; NaN in another field is a warning naming it."
+    for fmt in (False, True):
+        d = synthetic_run(tmp_path / f'a{fmt}', falling(20), val={0: 9.0, 10: float('nan'), 20: 6.0}, saves=(5, 10), new_format=fmt)
+        code, found, _ = doctor_json(d)
+        assert code == 1 and codes(found) == [('val_not_finite', 'error', 10)], found
+    extra = [{'kind': 'eval', 'step': 20, 'acc/t': float('nan'), 'chance/t': 0.25, 'n/t': 40}]
+    d = synthetic_run(tmp_path / 'b', falling(20), val={0: 9.0, 20: 6.0}, extra=extra)
+    code, found, _ = doctor_json(d)
+    assert codes(found) == [('metrics_not_finite', 'warning', 20)] and 'acc/t' in found[0]['evidence'], found
+
+
+def test_a_real_run_at_lr_0_5_is_named_before_the_validation_loss_passes_its_start(tokens, tmp_path):
+    "train_llm tiny at lr=0.5 for 15 steps: the doctor names a step no later than the first evaluation above the step-0 loss."
+    r = run([BIN / 'train_llm', *small(tokens, tmp_path, 'lr=0.5', 'steps=15', 'warmup_steps=10', 'val_every=1', 'save_every=1', 'keep=16',
+                                       'val_windows=32')])
+    assert r.returncode == 0, r.stderr[-2000:]
+    val = tl.read_metrics(tmp_path, 'val')
+    above = next(v['step'] for v in val[1:] if v['loss'] > val[0]['loss'] + 0.5)
+    code, found, _ = doctor_json(tmp_path)
+    div = next(f for f in found if f['code'] == 'diverged')
+    assert code == 1 and div['step'] <= above, (div, [(v['step'], round(v['loss'], 2)) for v in val])
+    good = int(div['remedy'].split('continue from step_')[1][:8])
+    assert good < div['step'] and tl.Checkpoints(tmp_path / 'checkpoints').verify(tmp_path / 'checkpoints' / f'step_{good:08d}') is None
+
+
+def test_doctor_names_a_path_that_is_not_a_run_folder(tmp_path):
+    (tmp_path / 'file.txt').write_text('x')
+    (tmp_path / 'dir_metrics' / 'metrics.jsonl').mkdir(parents=True)
+    (tmp_path / 'empty').mkdir(); (tmp_path / 'empty' / 'metrics.jsonl').write_text('')
+    (tmp_path / 'junk').mkdir(); (tmp_path / 'junk' / 'metrics.jsonl').write_text('not json\nat all\n')
+    for p, why in [(tmp_path / 'missing', 'no such folder'), (tmp_path / 'file.txt', 'not a folder'),
+                   (tmp_path / 'dir_metrics', 'metrics.jsonl'), (tmp_path / 'empty', 'no metric records'),
+                   (tmp_path / 'junk', 'no metric records')]:
+        code, out, err = doctor(p)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and str(p) in err and why in err and 'Traceback' not in err, (p, err)
+
+
+COMMCHECK_BAD = [('--iters', '0'), ('--iters', '-3'), ('--iters', 'abc'), ('--timeout', '0'), ('--timeout', 'nan'),
+                 ('--sched_wait', '0'), ('--sched_wait', '-1'), ('--sizes', 'abc'), ('--sizes', '4096,-1'), ('--sizes', '0'),
+                 ('--link_gbps', '0'), ('--link_gbps', 'inf'), ('--hang_rank', '-2'), ('--hang_rank', '1.5'), ('--device', 'TPU'),
+                 ('--timeout', '1e308'), ('--sizes', str(2**35))]
+
+
+@pytest.mark.parametrize('flag,value', COMMCHECK_BAD)
+def test_commcheck_refuses_bad_flags_before_it_waits_for_anything(flag, value, tmp_path):
+    "Outside a launcher, and as an msrun worker whose scheduler never answers: one line naming the flag, exit 2, at once."
+    import time
+    for env in ({}, {'MS_ROLE': 'MS_WORKER', 'MS_SCHED_HOST': '127.0.0.1', 'MS_SCHED_PORT': str(tl.free_port())}):
+        t0 = time.time()
+        r = run([BIN / 'msllm-commcheck', flag, value, '--json_file', tmp_path / 'cc.json'], timeout=60, extra_env=env)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and flag.lstrip('-') in r.stderr, (env, r.stderr)
+        assert 'Traceback' not in r.stderr and time.time() - t0 < 30 and not (tmp_path / 'cc.json').exists()
+
+
+def test_commcheck_refuses_unusable_paths_before_it_waits(tmp_path):
+    (tmp_path / 'f').write_text('x')
+    env = {'MS_ROLE': 'MS_WORKER', 'MS_SCHED_HOST': '127.0.0.1', 'MS_SCHED_PORT': str(tl.free_port())}
+    for args, what in [(['--status_dir', tmp_path / 'f'], '--status_dir'), (['--json_file', tmp_path / 'nodir' / 'cc.json'], '--json_file'),
+                       (['--json_file', tmp_path], '--json_file')]:
+        r = run([BIN / 'msllm-commcheck', *args], timeout=60, extra_env=env)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and what in r.stderr and 'Traceback' not in r.stderr, r.stderr
+
+
+@pytest.mark.cluster
+def test_commcheck_bad_flags_under_msrun_fail_fast(tmp_path):
+    "Under msrun every process (scheduler and workers) refuses the flag before init: the job ends in seconds, not at a timeout."
+    import time
+    t0 = time.time()
+    r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
+             '--join=True', BIN / 'msllm-commcheck', '--iters', '0'], timeout=300)
+    logs = ''.join(p.read_text(errors='replace') for p in (tmp_path / 'logs').glob('*.log'))
+    assert r.returncode != 0 and time.time() - t0 < 120 and "--iters" in logs and 'Traceback' not in logs, launch_report(r, tmp_path / 'logs')

@@ -1,6 +1,6 @@
 """The package's import graph, function-level imports included, follows the chapters' layers: nothing imports upward.
 
-Layers, lowest first: env (00) < course (00·1: reference processes, the notebook runner, the roadmap) < ledger (00·2:
+Layers, lowest first: cli (00: how every command answers bad input) < env (00) < course (00·1: reference processes, the notebook runner, the roadmap) < ledger (00·2:
 the tutorial's claims checked) < clean_kernels (01 bonus: the cleaner's compiled loops) < clean (01) < bpe (02) < shards (03) < model (04·0) < formats (04·1: checkpoint files)
 < convert (04) < fixtures (04·2: test models) < parity (05) < eval (09: what a model learned; the trainer calls it) < train_step (06·0:
 the loss, the optimizer, the one step cell, the config) < sft (10: conversations, packed windows and their loss, LoRA; a data
@@ -14,7 +14,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / 'msllm_nb'
-LAYERS = ['env', 'course', 'ledger', 'clean_kernels', 'clean', 'bpe', 'shards', 'model', 'formats', 'convert', 'fixtures', 'parity', 'eval', 'train_step', 'sft',
+LAYERS = ['cli', 'env', 'course', 'ledger', 'clean_kernels', 'clean', 'bpe', 'shards', 'model', 'formats', 'convert', 'fixtures', 'parity', 'eval', 'train_step', 'sft',
           'launch', 'checkpoints', 'metrics', 'batches', 'zero', 'train_llm', 'debug']
 KNOWN_UPWARD = {}  # (importer, imported) → the issue that removes it
 

@@ -184,3 +184,81 @@ def test_the_sft_smollm2_config_trains_smollm2_as_its_header_says(tmp_path):
     val = [v['loss'] for v in tl.read_metrics(out, 'val')]
     assert len(val) == 2 and all(np.isfinite(val)) and sorted(r['step'] for r in tl.read_metrics(out, 'train')) == list(range(1, steps + 1))
     print(f"SmolLM2 SFT on 2 CPU cores: {[round(r['step_s'], 1) for r in tl.read_metrics(out, 'train')]} s per step; validation loss {val}")
+
+
+# ---- msllm-sft on bad input: one line naming the flag or file, exit 2, nothing written (in this process: fast)
+
+def sft_main(capsys, *argv):
+    "msllm-sft's parsing and body run here: (exit code, stderr lines); a traceback fails the test."
+    from msllm_nb.cli import parser_of
+    with pytest.raises(SystemExit) as e:
+        ns = vars(parser_of(S.sft_cli).parse_args([str(a) for a in argv]))
+        S.sft_cli.__wrapped__(**{k: v for k, v in ns.items() if k not in ('pdb', 'xtra')}); raise SystemExit(0)
+    return e.value.code, capsys.readouterr().err.strip().splitlines()
+
+
+GOOD = json.dumps({'messages': [{'role': 'user', 'content': 'Bonjour ?'}, {'role': 'assistant', 'content': 'Hello?'}]}) + '\n'
+
+
+def test_msllm_sft_numeric_flags_declare_bounds():
+    from msllm_nb.cli import parser_of
+    for a in parser_of(S.sft_cli)._actions:
+        if a.dest in ('seq_len', 'seed'): assert hasattr(a.type, 'bounds'), a.dest
+
+
+@pytest.mark.parametrize('flag,values', [('--seq_len', ['abc', '', 'nan', 'inf', '-inf', '1.5', '0', '-1', '7']),
+                                         ('--seed', ['abc', '', 'nan', 'inf', '1.5', '-1'])])
+def test_msllm_sft_refuses_bad_numbers(capsys, tmp_path, flag, values):
+    f = tmp_path / 'chats.jsonl'; f.write_text(GOOD, encoding='utf-8')
+    for v in values:
+        code, err = sft_main(capsys, f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--out_dir', tmp_path / 'out', flag, v)
+        assert code == 2 and len(err) == 1 and flag in err[0], (v, err)
+        assert not (tmp_path / 'out').exists(), v
+
+
+def test_msllm_sft_names_the_bad_file(capsys, tmp_path):
+    "Each path the user gives that is wrong: one line naming it (file:line for a bad byte), exit 2, nothing written, no half-built tokenizer left."
+    sp = tl.sample_tokens() / 'tokenizer.model'
+    ok = tmp_path / 'chats.jsonl'; ok.write_text(GOOD, encoding='utf-8')
+    latin = tmp_path / 'latin1.jsonl'; latin.write_bytes(GOOD.encode() + GOOD.replace('Bonjour', 'Caf\xe9').encode('latin-1'))
+    text = tmp_path / 'notes.txt'; text.write_text('not a tokenizer\n')
+    fake = tmp_path / 'fake.model'; fake.write_text('not a SentencePiece model\n')
+    empty = tmp_path / 'empty_folder'; empty.mkdir()
+    out = tmp_path / 'out'
+    cases = [([latin, '--tokenizer', sp, '--out_dir', out], [f'{latin}:2', 'UTF-8', 'byte']),
+             ([empty, '--tokenizer', sp, '--out_dir', out], [str(empty)]),
+             ([tmp_path / 'nope.jsonl', '--tokenizer', sp, '--out_dir', out], [str(tmp_path / 'nope.jsonl')]),
+             (['', '--tokenizer', sp, '--out_dir', out], ['conversation file']),
+             ([ok, '--tokenizer', text, '--out_dir', out], [str(text), 'not a tokenizer']),
+             ([ok, '--tokenizer', fake, '--out_dir', out], [str(fake)]),
+             ([ok, '--tokenizer', empty, '--out_dir', out], [str(empty)]),
+             ([ok, '--tokenizer', '', '--out_dir', out], ['--tokenizer']),
+             ([ok, '--out_dir', out], ['--tokenizer']),
+             ([ok, '--tokenizer', sp, '--out_dir', text], ['--out_dir', str(text)]),
+             ([ok, '--tokenizer', sp, '--out_dir', text / 'sub'], ['--out_dir', str(text)]),
+             ([ok, '--tokenizer', sp, '--out_dir', ''], ['--out_dir'])]
+    before = sorted(tmp_path.iterdir())
+    for argv, names in cases:
+        code, err = sft_main(capsys, *argv)
+        assert code == 2 and len(err) == 1 and err[0].startswith('msllm-sft: ') and all(n in err[0] for n in names), (argv, err)
+        assert len(err[0]) < 400, err  # one readable line, not a library's list of every model type
+        assert sorted(tmp_path.iterdir()) == before, argv  # no output folder, no leftover tokenizer export
+
+
+def test_labels_of_is_what_the_loss_scores(tmp_path):
+    f = tmp_path / 'chats.jsonl'; f.write_text(GOOD * 3, encoding='utf-8')
+    meta = S.write_sft_folder(S.read_conversations([f]), tl.sample_tokens() / 'tokenizer.model', tmp_path / 'out', 32)
+    rows, _ = S.windows(tmp_path / 'out', 32)
+    lab = S.labels_of(np.stack([r[0] for r in rows]))
+    assert lab.shape == (meta['windows'], 31) and int((lab != -100).sum()) == meta['answer_tokens']
+    assert np.array_equal(S.labels_of(rows[0][0]), lab[0])  # one window [4, T] too
+
+
+def test_chapters_call_console_scripts_through_the_interpreter():
+    "A newcomer's shell has no venv on PATH: chapters 07 and 10 start msllm-*, train_llm, msrun and mpirun by their path."
+    import re
+    for nb in ('07_zero', '10_sft'):
+        cells = json.loads((Path(__file__).parents[1] / 'nbs' / f'{nb}.ipynb').read_text(encoding='utf-8'))['cells']
+        code = '\n'.join(''.join(c['source']) for c in cells if c['cell_type'] == 'code')
+        bare = re.findall(r"""\[\s*['"](msllm-[\w-]+|train_llm|msrun|mpirun)['"]""", code)
+        assert not bare, (nb, bare)

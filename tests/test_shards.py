@@ -70,13 +70,14 @@ def test_mixed_batches_are_a_pure_function_of_the_step(prepared):
 def test_errors_are_clear(prepared, tmp_path):
     d, tok = prepared
     r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tmp_path / 'nope.model', '--out', tmp_path / 'o'], capture_output=True, text=True)
-    assert r.returncode == 2 and 'nope.model: no such tokenizer model' in r.stderr
+    assert r.returncode == 2 and 'nope.model: no such tokenizer' in r.stderr
     # a tokenizer trained elsewhere without </s>: every document ends with it here, so it is refused by name
     import sentencepiece as spm
     text = tmp_path / 'train.txt'; text.write_text('\n'.join(f'line {i} of some text, 文本 {i}' for i in range(300)), encoding='utf-8')
     spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / 'noeos'), vocab_size=100, eos_id=-1, minloglevel=2)
     r = subprocess.run([BIN / 'msllm-shard', d / 'clean', '--tokenizer', tmp_path / 'noeos.model', '--out', tmp_path / 'o2'], capture_output=True, text=True)
-    assert r.returncode == 1 and 'noeos.model: the tokenizer has no </s> piece' in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 2 and 'noeos.model: the tokenizer has no </s> piece' in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / 'o2').exists()  # refused before anything is written
     store = S.TokenStore(d / 'shards' / 'tokens')
     with pytest.raises(ValueError, match='longer than the .* tokens available'):
         S.PackedWindows(store, 10**9)
@@ -130,3 +131,67 @@ def test_a_script_without_main_guard_gets_an_error_not_a_hang(tmp_path):
     r = subprocess.run([sys.executable, tmp_path / 'guarded.py'], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == 'done', r.stderr[-2000:]
     assert json.loads((tmp_path / 'tok' / 'meta.json').read_text())['docs'] == 20
+
+
+# ---- bad input: one line naming the flag or file, exit 2 (usage) or 1 (the data), nothing written (issue 56)
+
+def _raw(*args, **kw):
+    "Run a command; stdout and stderr decoded with their \\r kept (text=True would turn a progress bar's \\r into a line end)."
+    r = subprocess.run([str(a) for a in args], capture_output=True, **kw)
+    r.stdout, r.stderr = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
+    return r
+
+
+def _one_line(r, code, *names):
+    "Exit `code` and one line on stderr (a progress bar, redrawn with \\r, may come before it) naming each of `names`, no traceback."
+    lines = [l.rsplit('\r', 1)[-1] for l in r.stderr.strip().split('\n')]
+    assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert all(str(n) in lines[0] for n in names), lines[0]
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    "A small cleaned corpus and a SentencePiece tokenizer trained on it."
+    d = tmp_path_factory.mktemp('tiny')
+    (d / 'clean').mkdir()
+    (d / 'clean' / 'clean-00000.jsonl').write_text(''.join(json.dumps({'text': f'document {i} about the weather, the cats and the dogs {i * 7}',
+                                                                        'source': f'en_x.txt:{i}'}) + '\n' for i in range(40)))
+    return d / 'clean', train_bpe([d / 'clean'], d / 'tok', vocab_size=300, progress=False)['model']
+
+
+@pytest.mark.parametrize('kind', ['text', 'empty', 'folder', 'json', 'hf'])
+def test_a_tokenizer_that_is_not_a_sentencepiece_model(tiny, tmp_path, kind):
+    clean, _ = tiny
+    p = {'text': tmp_path / 'notes.txt', 'empty': tmp_path / 'empty.model', 'folder': tmp_path / 'folder', 'json': tmp_path / 'x.json',
+         'hf': tmp_path / 'hf' / 'tokenizer.json'}[kind]
+    if kind == 'text': p.write_text('just some notes\n')
+    elif kind == 'empty': p.write_bytes(b'')
+    elif kind == 'folder': p.mkdir()
+    elif kind == 'json': p.write_text('{"not": "a tokenizer"}')
+    else:
+        from tokenizers import Tokenizer, models
+        p.parent.mkdir(); Tokenizer(models.BPE()).save(str(p))
+    _one_line(_raw(BIN / 'msllm-shard', clean, '--tokenizer', p, '--out', tmp_path / 'o'), 2, '--tokenizer', p)
+    assert not (tmp_path / 'o').exists()
+
+
+@pytest.mark.parametrize('flag, value', [('--workers', '0'), ('--workers', '-1'), ('--workers', 'nan'), ('--shard_mb', '0'), ('--shard_mb', '-1'),
+                                         ('--shard_mb', 'inf'), ('--shard_mb', 'abc'), ('--seed', '-1'), ('--seed', '1.5')])
+def test_out_of_range_flags_are_one_line(tiny, tmp_path, flag, value):
+    clean, tok = tiny
+    _one_line(_raw(BIN / 'msllm-shard', clean, '--tokenizer', tok, '--out', tmp_path / 'o', flag, value), 2, flag)
+    assert not (tmp_path / 'o').exists()
+
+
+def test_odd_paths_are_one_line(tiny, tmp_path):
+    clean, tok = tiny
+    (tmp_path / 'f').write_text('x'); (tmp_path / 'plain').mkdir(); (tmp_path / 'plain' / 'a.txt').write_text('not cleaned output')
+    o = ('--out', tmp_path / 'o')
+    for args, names in [((tmp_path / 'nope', '--tokenizer', tok, *o), ['nope: no such file or directory']),
+                        ((tmp_path / 'plain', '--tokenizer', tok, *o), ['plain', 'no .jsonl files']),
+                        ((clean, '--tokenizer', tok, '--out', tmp_path / 'f'), ['--out', 'a file, not a folder']),
+                        ((clean, *o), ['--tokenizer is required'])]:
+        _one_line(_raw(BIN / 'msllm-shard', *args), 2, *names)
+    bad = tmp_path / 'bad'; bad.mkdir(); (bad / 'x.jsonl').write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')  # Latin-1: the data
+    _one_line(_raw(BIN / 'msllm-shard', bad, '--tokenizer', tok, '--out', tmp_path / 'o'), 1, 'x.jsonl:2: not UTF-8')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['bad', 'f', 'plain']  # no half-made output folder

@@ -10,7 +10,8 @@ import pytest
 
 import msllm_nb.train_llm as tl
 
-from train_helpers import BIN, STEPS, args, run, train_records, final_weights, check_dp, one_record_per_step
+from train_helpers import (BIN, STEPS, args, run, train_records, final_weights, check_dp, one_record_per_step, quick, one_line_error,
+                           strict_json, sft_folder, digests, msrun)
 
 
 # ---- entry points and errors before compute
@@ -34,12 +35,22 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['seq_len=1024'], 'seq_len 1024 exceeds model.max_position_embeddings 256'),
     (['token_dir=/nonexistent/tokens'], 'token_dir /nonexistent/tokens: no such folder'),
     (['batch_size=20000'], 'needs 20000 windows'),
-    (['lr=fast'], 'lr must be a number'),
+    (['lr=fast'], "--set lr=fast: lr 'fast': expected a finite number > 0"),
     (['nan_policy=ignore'], "--set nan_policy=ignore: nan_policy must be stop, skip or rollback, got 'ignore'"),
-    (['profile_steps=-1'], 'profile_steps must be in [0, inf), got -1'),
+    (['profile_steps=-1'], '--set profile_steps=-1: profile_steps -1: expected a whole number ≥ 0'),
     (['profile_steps=11'], 'profile_steps must be between 0 and steps - 2 = 10 (2 steps run unprofiled first), got 11'),
-    (['lr=-1'], '--set lr=-1: lr must be in (0, inf), got -1'),
-    (['beta1=1.5'], 'beta1 must be in [0, 1), got 1.5'),
+    (['lr=-1'], '--set lr=-1: lr -1: expected a finite number > 0'),
+    (['beta1=1.5'], 'beta1 1.5: expected a finite number ≥ 0 and < 1'),
+    (['grad_clip=nan'], "--set grad_clip=nan: grad_clip 'nan': expected a finite number ≥ 0 (nan and inf are refused)"),  # nan used to switch clipping off
+    (['lr=inf'], "--set lr=inf: lr 'inf': expected a finite number > 0 (nan and inf are refused)"),  # inf used to die at step 2
+    (['steps=abc'], "--set steps=abc: steps 'abc': expected a whole number ≥ 1"),
+    (['seq_len=1.5'], '--set seq_len=1.5: seq_len 1.5: expected a whole number ≥ 2'),
+    (['seq_len=1'], '--set seq_len=1: seq_len 1: expected a whole number ≥ 2'),  # a window of one token has no label
+    (['lr=[1]'], '--set lr=[1]: lr [1]: expected a finite number > 0'),
+    (['seed=-1'], '--set seed=-1: seed -1: expected a whole number ≥ 0'),
+    (['token_dir=[a]'], "--set token_dir=[a]: token_dir ['a']: expected text"),
+    (['model.rms_norm_eps=nan'], "--set model.rms_norm_eps=nan: model.rms_norm_eps 'nan': expected a finite number > 0"),
+    (['sample_prompts=[The'], '--set sample_prompts=[The: not a YAML value'),
     (['stepz=5'], "--set stepz=5: unknown config keys ['stepz']"),
     (['sample_prompts=["The", ""]'], "sample_prompts must be a list of non-empty strings (or [] for no samples), got ['The', '']"),
     (['lora_rank=8'], '--set lora_rank=8 / defaults: lora_rank adapts a trained model: set init_from'),
@@ -50,13 +61,56 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
     a = args(tokens, tmp_path / 'run')
     r = run([BIN / 'train_llm', *a, *extra])
-    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+    one_line_error(r, 2, message)
     assert not (tmp_path / 'run').exists()
 
 
 def test_unknown_config_file_names_it(tmp_path):
     r = run([BIN / 'train_llm', '--config', tmp_path / 'nope.yaml', '--check'])
     assert r.returncode == 2 and 'nope.yaml: no such file' in r.stderr
+
+
+def test_config_file_mistakes_are_one_line_naming_the_file(tokens, tmp_path):
+    "A YAML syntax error names the file and its line; a non-finite value in the file names the file and the key; exit 2, nothing written."
+    broken = tmp_path / 'broken.yaml'
+    broken.write_text('steps: 10\nlr: [1.0e-3\nseq_len: 64\n')  # an unclosed bracket
+    r = run([BIN / 'train_llm', '--config', broken, '--out', tmp_path / 'run', '--set', f'token_dir={tokens}'])
+    line = one_line_error(r, 2, f'{broken}:', 'YAML')
+    assert line.split(f'{broken}:')[1].split(':')[0].isdigit(), line  # file:line
+    nan = tmp_path / 'nan.yaml'
+    nan.write_text('grad_clip: .nan\nlr: 1.0e-3\n')
+    r = run([BIN / 'train_llm', '--config', nan, '--out', tmp_path / 'run', '--check', '--set', f'token_dir={tokens}'])
+    one_line_error(r, 2, f'{nan}: grad_clip nan: expected a finite number ≥ 0')
+    assert not (tmp_path / 'run').exists()
+
+
+def test_out_dir_that_is_a_file_is_refused_before_writing(tokens, tmp_path):
+    f = tmp_path / 'notes.txt'; f.write_text('mine')
+    for extra in ([], ['--check']):
+        r = run([BIN / 'train_llm', *quick(tokens, f), *extra])
+        one_line_error(r, 2, f'out_dir {f}', 'not a folder')
+    r = run([BIN / 'train_llm', *quick(tokens, f / 'run')])  # a folder inside the file
+    one_line_error(r, 2, f'out_dir {f / "run"}', f'{f} is a file')
+    assert f.read_text() == 'mine' and sorted(p.name for p in tmp_path.iterdir()) == ['notes.txt']
+
+
+def test_every_numeric_flag_declares_its_bounds(tokens, tmp_path):
+    from msllm_nb.cli import parser_of
+    loose = [a.dest for a in parser_of(tl.main)._actions if a.type in (int, float)]
+    assert loose == [], loose
+    r = run([BIN / 'train_llm', '--check', *args(tokens, tmp_path / 'x'), '--zero', '2'])
+    one_line_error(r, 2, '--zero')
+
+
+def test_zero1_on_one_process_says_it_has_nothing_to_shard(tokens, tmp_path, capsys):
+    "--zero 1 on one process: one line saying so, and the run is plain data parallel (zero 0: the same numbers)."
+    r = run([BIN / 'train_llm', '--check', *args(tokens, tmp_path / 'x'), '--zero', '1'])
+    assert r.returncode == 0 and json.loads(r.stdout)['config']['zero'] == 0, r.stderr[-2000:]
+    one_line_error(r, 0, 'zero 1 on one process: nothing to shard')
+    cfg = tl.load_config('tiny', [f'token_dir={tokens}', 'zero=1'])
+    tl.check_config(cfg, 2); assert cfg.zero == 1 and capsys.readouterr().err == ''  # two ranks: sharded
+    tl.check_config(cfg, 1); assert cfg.zero == 0 and 'nothing to shard' in capsys.readouterr().err
+    assert not (tmp_path / 'x').exists()
 
 
 # ---- the reference run's outputs
@@ -216,3 +270,123 @@ def test_two_msrun_nodes_form_one_job(tokens, reference, tmp_path, second_host):
     assert codes == [0, 0], (codes, [(tmp_path / f'logs{n}' / f'worker_{n}.log').read_text()[-2000:] for n in (0, 1)])
     assert not (tmp_path / 'logs1' / 'scheduler.log').exists()  # only node 0 ran a scheduler
     check_dp(tmp_path, reference)
+
+
+# ---- a new user's mistakes (issue 56): data without labels, no validation, non-finite numbers, finished runs, LoRA, MFU
+
+def test_sft_folder_without_labels_is_refused_before_step_1(tmp_path):
+    "SFT batches are [B, 4, L] (ids, labels, segment, position): a folder whose labels are all −100 is refused naming it, before anything is written."
+    d = sft_folder(tmp_path / 'sft', masked=True)
+    for extra in ([], ['--check']):
+        r = run([BIN / 'train_llm', *quick(d, tmp_path / 'run'), *extra])
+        one_line_error(r, 2, f'token_dir {d}', '-100', 'training windows')
+    assert not (tmp_path / 'run').exists()
+
+
+def test_check_labels_reads_the_labels_of_the_data_format(tmp_path):
+    "The per-step check reads the labels where the format keeps them: row 1 of an SFT window, the shifted tokens of a chapter 03 window."
+    d = sft_folder(tmp_path / 'sft', masked=False)
+    read = tl.label_reader(d)
+    win, _ = tl.data_format(d).windows(d, 64)
+    src = tl.GlobalBatches(win, 4, steps=2)
+    x = src[0][0].copy()
+    log = tl.MetricsLog(tmp_path, console=False, tensorboard=False)
+    tl.check_labels(x, -100, 1, src, log, read)  # answers to learn from: goes on
+    x[:, 1] = -100  # ids, segments and positions stay: the old check looked at rows 1..3 and let this batch train at loss 0
+    with pytest.raises(tl.DataError, match='every label of the batch is -100'): tl.check_labels(x, -100, 1, src, log, read)
+    tokens_read = tl.label_reader(tl.sample_tokens())
+    assert np.array_equal(tokens_read(np.arange(12).reshape(2, 6)), np.arange(12).reshape(2, 6)[:, 1:])
+
+
+def test_no_validation_windows_no_validation_figure(tokens, tmp_path):
+    "val_fraction 0: no 'val' record and final_val_loss null (it was a NaN written as bare NaN); every file is strict JSON; the peak's source is recorded."
+    r = run([BIN / 'train_llm', *quick(tokens, tmp_path, 'val_fraction=0')])
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = strict_json((tmp_path / 'summary.json').read_text())
+    assert s['final_val_loss'] is None and s['val_windows'] == 0 and tl.read_metrics(tmp_path, 'val') == []
+    for line in (tmp_path / 'metrics.jsonl').read_text().splitlines(): strict_json(line)
+    strict_json((tmp_path / 'checkpoints' / 'step_00000002' / 'meta.json').read_text())
+    assert s['peak_source'] == 'measured' and isinstance(s['peak_busy'], bool) and s['peak_flops'] > 0, s
+    busy = [l for l in r.stdout.splitlines() if 'MFU: peak measured on a busy machine' in l]  # a caveat, not an error: stdout
+    assert len(busy) == int(s['peak_busy']) and 'busy machine' not in r.stderr, r.stdout[-2000:]
+
+
+def test_non_finite_numbers_are_never_written_as_json(tmp_path):
+    "A NaN loss (logged before nan_policy acts) and an Inf weight norm are null in the files, with a field saying what they were; read back, they are numbers again."
+    log = tl.MetricsLog(tmp_path, console=False, tensorboard=False)
+    log('train', 3, loss=float('nan'), grad_norm=float('inf'), lr=1e-3)
+    log.close()
+    rec = strict_json((tmp_path / 'metrics.jsonl').read_text())
+    assert rec['loss'] is None and rec['grad_norm'] is None and rec['non_finite'] == {'loss': 'nan', 'grad_norm': 'inf'}
+    back = tl.read_metrics(tmp_path, 'train')[0]
+    assert np.isnan(back['loss']) and back['grad_norm'] == float('inf') and back['lr'] == 1e-3 and 'non_finite' not in back
+    assert tl.first_abnormal_step(tl.read_metrics(tmp_path, 'train')) == (3, 'loss nan, gradient norm inf')
+    text = tl.dumps_finite({'final_val_loss': float('nan'), 'w': [1.0, float('-inf')], 'ok': 2.5})
+    assert strict_json(text) == {'final_val_loss': None, 'w': [1.0, None], 'ok': 2.5, 'non_finite': {'final_val_loss': 'nan', 'w[1]': '-inf'}}
+
+
+def test_resume_of_a_finished_run_writes_what_was_missing(tokens, reference, tmp_path):
+    "--resume of a finished run, or of one killed after its last save: one line, the summary and rank digests written, exit 0, nothing trained."
+    out = tmp_path / 'run'; shutil.copytree(reference, out)
+    want = json.loads((Path(reference) / 'summary.json').read_text())
+    for case in ('finished', 'killed before summary.json'):
+        if case != 'finished': (out / 'summary.json').unlink(); shutil.rmtree(out / 'ranks')
+        r = run([BIN / 'train_llm', *args(tokens, out), '--resume'])
+        assert r.returncode == 0 and 'Traceback' not in r.stderr, (case, r.stderr[-3000:])
+        assert f'{out}: already trained to step {STEPS}; summary written' in r.stdout, (case, r.stdout[-2000:])
+        s = strict_json((out / 'summary.json').read_text())
+        assert s['params_sha256'] == want['params_sha256'] and s['final_val_loss'] == want['final_val_loss'] and s['steps'] == STEPS, case
+        assert digests(out, 1) == [want['params_sha256']], case
+    assert train_records(out) == train_records(reference)  # nothing trained, no step logged twice
+    one_record_per_step(out)
+
+
+@pytest.mark.cluster
+def test_resume_of_a_finished_msrun_run(tokens, msrun_dp, tmp_path):
+    "The same under msrun: every rank sees the finished run, writes its digest, and exits 0."
+    out = tmp_path / 'run'; shutil.copytree(msrun_dp, out)
+    want = json.loads((out / 'summary.json').read_text())
+    (out / 'summary.json').unlink(); shutil.rmtree(out / 'ranks'); shutil.rmtree(out / 'logs')
+    msrun(tokens, out, '--resume')
+    assert strict_json((out / 'summary.json').read_text())['params_sha256'] == want['params_sha256']
+    assert digests(out, 2) == [want['params_sha256']] * 2
+    assert 'already trained to step' in (out / 'logs' / 'worker_0.log').read_text()
+
+
+def test_copy_tokenizer_takes_the_tokenizer_files_only(tmp_path):
+    "A SentencePiece file is copied as tokenizer.model; a Hugging Face folder's tokenizer files go to model_tokenizer/ (msllm-convert's name), its weights do not."
+    sp = tmp_path / 'bpe.model'; sp.write_bytes(b'sp')
+    assert tl.copy_tokenizer(sp, tmp_path / 'a') == 'tokenizer.model' and (tmp_path / 'a' / 'tokenizer.model').read_bytes() == b'sp'
+    hf = tmp_path / 'hf'; hf.mkdir()
+    for name in ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'model.safetensors'): (hf / name).write_text(name)
+    for src in (hf, hf / 'tokenizer.json'):
+        dst = tmp_path / ('b' if src == hf else 'c')
+        assert tl.copy_tokenizer(src, dst) == 'model_tokenizer'
+        assert sorted(p.name for p in (dst / 'model_tokenizer').iterdir()) == ['chat_template.jinja', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json']
+
+
+def test_lora_merged_folder_carries_its_tokenizer(tokens, tmp_path):
+    "merged/ of a LoRA run holds the tokenizer and names it in its meta.json: moved elsewhere, it is still whole."
+    from msllm_nb.formats import save_ms_weights
+    from msllm_nb.bpe import load_tokenizer
+    cfg = tl.msm.LlamaConfig(**{**tl.msm.PRESETS['tiny'].__dict__, 'vocab_size': 8192, 'max_position_embeddings': 256, 'num_hidden_layers': 1})
+    save_ms_weights({p.name: p.asnumpy() for p in tl.msm.LlamaForCausalLM(cfg).get_parameters()}, tmp_path / 'base' / 'model.ckpt', cfg)
+    r = run([BIN / 'train_llm', *quick(tokens, tmp_path / 'run', f'init_from={tmp_path / "base" / "model.ckpt"}', 'lora_rank=2')])
+    assert r.returncode == 0, r.stderr[-3000:]
+    moved = tmp_path / 'elsewhere'; shutil.copytree(tmp_path / 'run' / 'merged', moved)
+    meta = strict_json((moved / 'meta.json').read_text())
+    assert meta['tokenizer'] == 'tokenizer.model' and (moved / 'tokenizer.model').exists(), meta
+    assert meta['files']['model.ckpt']['bytes'] == (moved / 'model.ckpt').stat().st_size  # the merged weights, not the adapters
+    assert load_tokenizer(moved / meta['tokenizer']).encode('The cat') == load_tokenizer(Path(tokens) / 'tokenizer.model').encode('The cat')
+
+
+def test_mfu_peak_says_where_it_came_from(monkeypatch):
+    "A peak measured on a busy CPU is too low, so MFU is too high: the summary records where the peak came from, and one line warns."
+    monkeypatch.setattr(tl.os, 'getloadavg', lambda: (3.1, 1.0, 1.0))
+    monkeypatch.setattr(tl.os, 'cpu_count', lambda: 2)
+    p = tl.job_peak(0.0, 1, 'CPU', measure=lambda: 5e10)
+    assert p == {'peak_flops': 5e10, 'peak_source': 'measured', 'peak_busy': True, 'load': 3.1, 'cores': 2}
+    assert tl.peak_warning(p) == 'MFU: peak measured on a busy machine (load 3.1 on 2 cores): set peak_tflops for stable figures'
+    monkeypatch.setattr(tl.os, 'getloadavg', lambda: (0.4, 1.0, 1.0))
+    assert tl.job_peak(0.0, 1, 'CPU', measure=lambda: 5e10)['peak_busy'] is False and tl.peak_warning(tl.job_peak(0.0, 1, 'CPU', measure=lambda: 5e10)) is None
+    assert tl.job_peak(2.0, 2, 'GPU') == {'peak_flops': 4e12, 'peak_source': 'peak_tflops', 'peak_busy': False}

@@ -95,8 +95,9 @@ def test_memory_cli(tmp_path):
     assert r.returncode == 2 and 'nope.yaml: no such file' in r.stderr
     r = run([BIN / 'msllm-memory', '--interconnect', 'carrier-pigeon'])
     assert r.returncode == 2 and 'interconnect' in r.stderr
-    for bad, msg in ((['--devices', '0'], '--devices must be at least 1, got 0'), (['--device_gb', '0'], '--device_gb must be above 0, got 0'),
-                     (['--seq_len', '-5'], '--seq_len must be at least 1, got -5'), (['--precision', 'bf17'], "--precision must be fp32, fp16 or bf16, got 'bf17'")):
+    for bad, msg in ((['--devices', '0'], "argument --devices: '0': expected a whole number ≥ 1 (--help lists the flags)"),
+                     (['--device_gb', 'inf'], "argument --device_gb: 'inf': expected a finite number > 0 (--help lists the flags)"),
+                     (['--precision', 'bf17'], "--precision must be fp32, fp16 or bf16, got 'bf17'")):
         r = run([BIN / 'msllm-memory', *bad])
         assert r.returncode == 2 and r.stderr.strip() == f'msllm-memory: {msg}', r.stderr[-1500:]  # one line, no traceback
 
@@ -214,3 +215,39 @@ def test_fp16_overflow_skips_the_step_and_halves_the_scale(tokens, tmp_path):
     assert meta['loss_scale'] == scales[-1] / (2 if ev[-1]['step'] == 5 else 1)  # the scale after the last step is checkpointed
     from msllm_nb.debug import doctor
     assert 'non_finite_loss' not in [f.code for f in doctor(tmp_path)]  # overflows the scaler handled are not a broken run
+
+
+def memory_main(capsys, *argv):
+    "msllm-memory's parsing and body run here: (exit code, stderr lines); a traceback fails the test."
+    from msllm_nb.cli import parser_of
+    with pytest.raises(SystemExit) as e:
+        ns = vars(parser_of(z.memory_cli).parse_args([str(a) for a in argv]))
+        z.memory_cli.__wrapped__(**{k: v for k, v in ns.items() if k not in ('pdb', 'xtra')}); raise SystemExit(0)
+    return e.value.code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_memory_cli_numeric_flags_declare_bounds():
+    from msllm_nb.cli import parser_of
+    nums = [a for a in parser_of(z.memory_cli)._actions if a.dest in ('devices', 'device_gb', 'devices_per_node', 'seq_len', 'micro_batch')]
+    assert len(nums) == 5 and all(hasattr(a.type, 'bounds') for a in nums), [a.dest for a in nums if not hasattr(a.type, 'bounds')]
+
+
+@pytest.mark.parametrize('flag,values', [('--devices', ['abc', '', 'nan', 'inf', '1.5', '0', '-1']),
+                                         ('--device_gb', ['abc', '', 'nan', 'inf', '-inf', '0', '-1']),
+                                         ('--devices_per_node', ['abc', 'nan', '1.5', '0']),
+                                         ('--seq_len', ['abc', 'nan', 'inf', '0', '-5']),
+                                         ('--micro_batch', ['abc', 'nan', '2.5', '0'])])
+def test_memory_cli_refuses_bad_numbers(capsys, flag, values):
+    for v in values:
+        code, err = memory_main(capsys, '--config', 'tiny', flag, v)
+        assert code == 2 and len(err) == 1 and flag in err[0], (v, err)
+
+
+def test_memory_cli_names_the_bad_config(capsys, tmp_path):
+    broken = tmp_path / 'broken.yaml'; broken.write_text('lr: [1, 2\nsteps: 3\n')
+    latin = tmp_path / 'latin.yaml'; latin.write_bytes('lr: 0.001  # caf\xe9\n'.encode('latin-1'))
+    listing = tmp_path / 'list.yaml'; listing.write_text('- 1\n- 2\n')
+    for config, names in ((tmp_path, [str(tmp_path)]), (broken, [str(broken), 'YAML']), (latin, [str(latin), 'UTF-8']),
+                          (listing, [str(listing)]), (tmp_path / 'nope.yaml', ['nope.yaml', 'no such file']), ('', ['--config'])):
+        code, err = memory_main(capsys, '--config', config)
+        assert code == 2 and len(err) == 1 and err[0].startswith('msllm-memory: ') and all(n in err[0] for n in names), (config, err)

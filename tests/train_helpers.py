@@ -74,3 +74,38 @@ def check_dp(out, reference, world=2):
     vref, vgot = ({v['step']: v['loss'] for v in tl.read_metrics(o, 'val')} for o in (reference, out))
     assert vref.keys() == vgot.keys() and abs(vref[0] - vgot[0]) < 1e-5, (vref, vgot)  # the same validation windows, whatever the layout
     assert max(abs(vref[s] - vgot[s]) for s in vref) < 1e-3
+
+
+def quick(tokens, out, *extra):
+    "A small, quick train_llm run: one layer, 2 steps of 2 × 64 tokens, validation after each."
+    return ['--config', 'tiny', '--out', str(out), '--set', f'token_dir={tokens}', 'steps=2', 'batch_size=2', 'seq_len=64',
+            'warmup_steps=0', 'model.num_hidden_layers=1', 'val_every=1', 'val_windows=2', 'save_every=2', 'log_every=1',
+            'progress=false', 'sample_prompts=[]', *extra]
+
+
+def one_line_error(r, code, *words):
+    "The command failed with `code` and one stderr line holding every one of `words`, no traceback; returns the line."
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-3000:])
+    assert all(str(w) in lines[0] for w in words), (words, lines[0])
+    return lines[0]
+
+
+def strict_json(text):
+    "json.loads that refuses NaN and Infinity (not JSON, though Python's json reads them)."
+    def refuse(c): raise ValueError(f'{c} is not JSON')
+    return json.loads(text, parse_constant=refuse)
+
+
+def sft_folder(d, masked=True, n=48, seq_len=64, vocab=8192):
+    """An SFT folder as msllm-sft lays it out (windows.npy [N, 4, seq_len]: ids, labels, segment, position; meta.json with
+    `format: sft`), of random ids; `masked`: every label is −100 (a folder whose conversations lost their answers)."""
+    d = Path(d); d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(4, vocab, (n, seq_len)).astype(np.int32)
+    labels = np.full_like(ids, -100) if masked else ids.copy()
+    win = np.stack([ids, labels, np.ones_like(ids), np.broadcast_to(np.arange(seq_len, dtype=np.int32), ids.shape)], 1)
+    np.save(d / 'windows.npy', win)
+    (d / 'meta.json').write_text(json.dumps({'format': 'sft', 'seq_len': seq_len, 'vocab_size': vocab, 'tokenizer': 'tokenizer/tokenizer.json',
+                                             'windows': n, 'answer_tokens': int((labels != -100).sum())}))
+    return d
