@@ -79,8 +79,9 @@ def _tokenizer_beside(ck:Path)->Path|None:
 
 def _refuse_adapter(ck:Path, names:list|None=None):
     "A LoRA run's step checkpoint holds its adapters alone: a `UsageError` that points to the run's merged model."
-    if not (_meta_config(ck.parent).get('lora_rank') or any('mindpet_delta_lora' in n for n in names or [])): return
-    run = ck.parent.parent.parent if ck.parent.parent.name == 'checkpoints' else ck.parent
+    step = ck.parent.parent.name == 'checkpoints'  # (merged/ keeps the last step's meta.json, lora_rank and all)
+    if not ((step and _meta_config(ck.parent).get('lora_rank')) or any('mindpet_delta_lora' in n for n in names or [])): return
+    run = ck.parent.parent.parent if step else ck.parent
     later = '' if (run/'merged').exists() else ' (written when the run finishes)'
     raise UsageError(f'{ck}: is a LoRA adapter checkpoint (its adapters alone): evaluate {run/"merged"}{later}')
 

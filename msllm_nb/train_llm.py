@@ -19,7 +19,7 @@ import msllm_nb.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
 from .env import use_device  # chapter 00: the device, and on CPU how PyNative launches its kernels
-from .cli import Bounds, UsageError, bounded, fail  # chapter 00: how every command answers bad input
+from .cli import Bounds, UsageError, bounded, check_number, fail  # chapter 00: how every command answers bad input
 from .shards import sample_tokens  # chapter 03 writes every token folder
 from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
 from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell; and the config (below)
@@ -238,7 +238,7 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
     train_w, val_w, tmeta = info['windows']  # split once, by check_config
     source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
     peak = job_peak(cfg.peak_tflops, world, cfg.device)
-    if rank == 0 and (warn := peak_warning(peak)): log.text(f'train_llm: {warn}'); log('event', 0, event='MFU peak measured on a busy machine', **peak)  # a caveat on one figure, not an error: stdout
+    if rank == 0 and (warn := peak_warning(peak)): log.text(f'train_llm: {warn}')  # a caveat on one figure, not an error: stdout (and an event, once resumed)
     return Run(cfg, rank, world, info, log, ck, chash, hashed, model, loss_cell, step_cell, sharded, val_w, tmeta, source,
                flops_per_token(info['model'], cfg.seq_len), peak, Barrier() if sharded and world > 1 else None, console,
                training_eval(cfg, model, tmeta) if rank == 0 and cfg.eval_every else None, label_reader(cfg.token_dir))
@@ -445,6 +445,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     run = setup_run(cfg, resume, rank, world, console)
     start = (resume_from(run.ck, run.log, run.step_cell, run.model, run.hashed, run.sharded, rank, world, run.scaler, allow_restart)
              if resume else 0)
+    if rank == 0 and run.peak['peak_busy']: run.log('event', start, event='MFU peak measured on a busy machine', **run.peak)  # after resume_at: records and TensorBoard start clean
     if start >= cfg.steps:  # a finished run, or one stopped after its last save: nothing to train, the summary to write
         summary = finish(run, start)
         run.log.text(f'{run.out}: already trained to step {start}; summary written')

@@ -166,7 +166,10 @@ def test_msllm_lm_eval_checks_its_arguments_in_one_line(course_tasks, tmp_path, 
 
 
 def test_msllm_lm_eval_names_an_unknown_task_in_one_line(course_tasks, tmp_path):
-    p = run([BIN / LM_EVAL, '--model', 'msllm', '--model_args', f'ckpt={tmp_path}', '--tasks', 'nope', '--include_path', course_tasks], cwd=tmp_path)
+    from msllm_nb.shards import sample_tokens
+    ck = tmp_path / 'model.ckpt'; ck.write_bytes(b'')  # never loaded: the tasks are checked first
+    p = run([BIN / LM_EVAL, '--model', 'msllm', '--model_args', f'ckpt={ck},tokenizer={sample_tokens() / "tokenizer.model"}', '--tasks', 'nope',
+             '--include_path', course_tasks], cwd=tmp_path)
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(err) == 1 and "'nope'" in err[0] and 'Traceback' not in p.stderr, p.stderr[-2000:]
 
@@ -209,7 +212,8 @@ def test_a_broken_task_file_is_one_line_naming_it_before_any_scoring(course_task
     out, err = capsys.readouterr()
     err = err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and str(d / 'msllm_cont_en.yaml') in err[0] and says in err[0] and not out, err
-    code, err, out = in_process(lm_eval_cli, ['--model', 'msllm', '--model_args', f'ckpt={ck}', '--tasks', 'msllm_cont_en', '--include_path', d],
+    code, err, out = in_process(lm_eval_cli, ['--model', 'msllm', '--model_args', f'ckpt={ck},tokenizer={sample_tokens() / "tokenizer.model"}',
+                                              '--tasks', 'msllm_cont_en', '--include_path', d],
                                 capsys, monkeypatch, LM_EVAL)
     assert code == 2 and len(err) == 1 and str(d / 'msllm_cont_en.yaml') in err[0] and says in err[0], err
 
@@ -265,7 +269,11 @@ def test_a_lora_adapter_checkpoint_points_to_merged(tmp_path, capsys):
     with pytest.raises(ValueError, match=f'is a LoRA adapter checkpoint.*evaluate {run_dir}/merged'):
         load_eval_model(step / 'model.ckpt')  # known by its tensor names
     (step / 'meta.json').write_text(json.dumps({'config': {'lora_rank': 4, 'token_dir': str(sample_tokens())}}))
-    for given in (run_dir, step, step / 'model.ckpt'):  # known by its meta.json, before anything is read
+    merged = run_dir / 'merged'; merged.mkdir(); (merged / 'model.ckpt').write_bytes(b'')
+    (merged / 'meta.json').write_text((step / 'meta.json').read_text())  # the last step's meta.json, lora_rank and all
+    from msllm_nb.eval import _resolve
+    assert _resolve(run_dir)[0] == merged / 'model.ckpt'  # the run folder: its merged model, which is no adapter
+    for given in (run_dir / 'checkpoints', step, step / 'model.ckpt'):  # known by its meta.json, before anything is read
         with pytest.raises(SystemExit) as e: eval_cli(model=str(given), tasks='none')
         err = capsys.readouterr().err.strip().splitlines()
         assert e.value.code == 2 and len(err) == 1 and f'is a LoRA adapter checkpoint (its adapters alone): evaluate {run_dir}/merged' in err[0], err
