@@ -672,13 +672,12 @@ _harness_limit.bounds, _harness_batch_size.bounds, _harness_seed.bounds = positi
 HARNESS_FLAGS = {'--limit': _harness_limit, '--num_fewshot': natural, '--batch_size': _harness_batch_size, '--max_batch_size': count, '--seed': _harness_seed}
 
 def lm_eval_parser():
-    "The harness's own command line (its `HarnessCLI`) as msllm-lm-eval parses it: a usage error is a `UsageError`; every number has bounds."
+    "The harness's own command line (its `HarnessCLI`) as msllm-lm-eval parses it: a usage error is one line (exit 2); every number has bounds."
     from lm_eval._cli import HarnessCLI
     h = HarnessCLI()
     h._parser.prog = 'msllm-lm-eval'
-    def error(msg): raise UsageError(f'{msg} (--help lists the flags)')
     for p in (h._parser, *h._subparsers.choices.values()):
-        p.error = error
+        p.error = lambda msg, p=p: p.exit(2, f'msllm-lm-eval: {msg} (--help lists the flags)\n')
         for a in p._actions:
             if t := next((HARNESS_FLAGS[o] for o in a.option_strings if o in HARNESS_FLAGS), None): a.type = t
     return h
