@@ -323,18 +323,7 @@ def test_piped_into_head_the_report_stops_quietly_and_the_files_are_complete(mes
 
 # ---- bad input: one line naming the flag, key or file, exit 2, nothing written (issue 56)
 
-def _raw(*args, **kw):
-    "Run a command; stdout and stderr decoded with their \\r kept (text=True would turn a progress bar's \\r into a line end)."
-    r = subprocess.run([str(a) for a in args], capture_output=True, **kw)
-    r.stdout, r.stderr = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
-    return r
-
-
-def _one_line(r, code, *names):
-    "Exit `code` and one line on stderr (a progress bar, redrawn with \\r, may come before it) naming each of `names`, no traceback."
-    lines = [l.rsplit('\r', 1)[-1] for l in r.stderr.strip().split('\n')]
-    assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
-    assert all(str(n) in lines[0] for n in names), lines[0]
+from train_helpers import run_raw as _raw, one_line as _one_line  # noqa: E402  (shared by the CLI tests)
 
 
 @pytest.mark.parametrize('flag, value', [('--workers', '0'), ('--workers', '-1'), ('--workers', 'nan'), ('--workers', '1.5'),

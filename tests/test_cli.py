@@ -29,8 +29,12 @@ LAUNCHERS = {'msrun', 'mpirun'}  # console scripts of mindspore and openmpi, in 
 
 
 def flags(name):
-    "(parser, the actions a user sets) of a console script."
-    p = parser_of(SCRIPTS[name])
+    """(parser, the actions a user sets) of a console script. msllm-lm-eval takes the harness's own command line, not
+    `call_parse` arguments: its parser is `eval.lm_eval_parser()`'s `run` command."""
+    if name == 'msllm-lm-eval':
+        from msllm_nb.eval import lm_eval_parser
+        p = lm_eval_parser()._subparsers.choices['run']
+    else: p = parser_of(SCRIPTS[name])
     return p, [a for a in p._actions if a.dest not in ('help', 'pdb', 'xtra')]
 
 
@@ -72,6 +76,7 @@ def test_every_flag_refuses_what_its_bounds_or_choices_refuse(name):
     code, err = parse(p, positionals(acts) + ['--no-such-flag'])
     assert code == 2 and err.count('\n') == 1 and '--no-such-flag' in err, err
     assert tried or not any(getattr(a.type, 'bounds', None) or a.choices for a in acts)
+    assert acts, f'{name}: no flags read: the fuzz would test nothing'
 
 
 def run(cmd, cwd, **kw):

@@ -109,3 +109,18 @@ def sft_folder(d, masked=True, n=48, seq_len=64, vocab=8192):
     (d / 'meta.json').write_text(json.dumps({'format': 'sft', 'seq_len': seq_len, 'vocab_size': vocab, 'tokenizer': 'tokenizer/tokenizer.json',
                                              'windows': n, 'answer_tokens': int((labels != -100).sum())}))
     return d
+
+
+def run_raw(*args, **kw):
+    "Run a command; stdout and stderr decoded with their \\r kept (text=True would turn a progress bar's \\r into a line end)."
+    r = subprocess.run([str(a) for a in args], capture_output=True, **kw)
+    r.stdout, r.stderr = r.stdout.decode(errors='replace'), r.stderr.decode(errors='replace')
+    return r
+
+
+def one_line(r, code, *names):
+    "Exit `code` and one line on stderr (a progress bar, redrawn with \\r, may come before it) naming each of `names`, no traceback."
+    lines = [l.rsplit('\r', 1)[-1] for l in r.stderr.strip().split('\n')]
+    assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert all(str(n) in lines[0] for n in names), lines[0]
+    return lines[0]
