@@ -18,12 +18,37 @@ def load_line():
     return line
 
 
-def write_result(name, title, body):
-    "Print `body` with the machine and load lines and write it to bench/results/{name}.md under `# {title}`."
-    body = f'{body}\n\nMachine: {os.cpu_count()} cores; {time.strftime("%Y-%m-%d")}. {load_line()}'
+def markdown_tables(text):
+    "Every Markdown table in `text`, as a list of rows, each row a dict from the table's header cells to its own cells."
+    tables, rows = [], []
+    for line in text.splitlines() + ['']:
+        if line.startswith('|') and line.rstrip().endswith('|'): rows.append([c.strip() for c in line.strip()[1:-1].split('|')])
+        else:
+            if len(rows) > 2 and set(''.join(rows[1])) <= set('-: '):
+                tables.append([dict(zip(rows[0], r)) for r in rows[2:]])
+            rows = []
+    return tables
+
+
+def result_json(name, title, body, load_start, load_end, date, data=None):
+    "The JSON written beside a result's Markdown: its tables as rows, the load average at the start and end (None: not recorded)."
+    cores = os.cpu_count()
+    busy = None if load_start is None else max(load_start[0], load_end[0]) > cores
+    return {'name': name, 'title': title, 'date': date, 'cores': cores, 'python': platform.python_version(),
+            'load_average': {'start': load_start, 'end': load_end, 'busy': busy}, 'tables': markdown_tables(body),
+            'data': data, 'text': body}
+
+
+def write_result(name, title, body, data=None, out=None):
+    """Print `body` with the machine and load lines and write it to bench/results/{name}.md under `# {title}`, and beside it
+    {name}.json: the same tables as rows, the load average (1, 5, 15 min) at the start and end, and `data` if given."""
+    end, date = os.getloadavg(), time.strftime("%Y-%m-%d")
+    body = f'{body}\n\nMachine: {os.cpu_count()} cores; {date}. {load_line()}'
     print(body)
-    out = Path(__file__).parent / 'results'; out.mkdir(exist_ok=True)
+    out = Path(out or Path(__file__).parent / 'results'); out.mkdir(exist_ok=True)
     (out / f'{name}.md').write_text(f'# {title}\n\n{body}\n')
+    rec = result_json(name, title, body, list(LOAD_AT_START), list(end), date, data)
+    (out / f'{name}.json').write_text(json.dumps(rec, indent=1, ensure_ascii=False, allow_nan=False) + '\n')
 
 
 def each_framework(script, mindspore, torch):

@@ -27,7 +27,7 @@ the start of the run (a probe inside a worker that holds a 135M-parameter model 
 import argparse, math, multiprocessing as mp, os, re, signal, statistics, sys, tempfile, time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent/'probes')]  # the levers' code lives in bench/probes
 from _report import torch_kernels, write_result  # noqa: E402
 
 # name → (LlamaConfig fields, batch size); seq lengths below. Batches are scaled so a step takes seconds on 2 cores.
@@ -171,13 +171,13 @@ VARIANTS = {
     'reductions by autodiff (before)': "RMSNorm's mean with ops.mean, the softmax's and RMSNorm's gradients by autodiff (ReduceSum), the clipping norm as "
                                        'ops.square(g).sum(), instead of sums as matmuls with a ones vector; shipped until 2026-12-02',
     'fused flat AdamW': 'one AdamWeightDecay call per decay group over a flat buffer (gradients concatenated, parameters split back: '
-                        'bench/optimizer_flat.py) instead of one per parameter tensor',
+                        'bench/probes/optimizer_flat.py) instead of one per parameter tensor',
     'AdamW through the Adam kernel': "each matrix scaled by 1 − lr·wd (Mul, Assign), then MindSpore's Adam kernel with bias correction off, instead of "
-                                 'AdamWeightDecay, whose CPU kernel takes about 4x as long (bench/adam_cpu.py); the same update up to rounding',
+                                 'AdamWeightDecay, whose CPU kernel takes about 4x as long (bench/probes/adam_cpu.py); the same update up to rounding',
     'fused RMSNorm (ops.Custom)': "RMSNorm's forward and its gradient each one C++ kernel (ops.Custom, CPU AOT, built with g++: "
-                                  'bench/rmsnorm_custom.py) instead of about 7 and 13 MindSpore kernels',
+                                  'bench/probes/rmsnorm_custom.py) instead of about 7 and 13 MindSpore kernels',
     'operands broadcast first': "ops.broadcast_to before each Mul/Add/Sub whose other operand is broadcast (RMSNorm's weight and 1/rms, the "
-                                "rotary tables, the causal mask, the softmax gradient's row sums): bench/mul_cpu.py's slow broadcast Mul",
+                                "rotary tables, the causal mask, the softmax gradient's row sums): bench/probes/mul_cpu.py's slow broadcast Mul",
 }
 
 
@@ -287,14 +287,14 @@ def _apply_variant(variant):
         M.RMSNorm.construct, TS.clip_by_global_norm = rms, clip_by_global_norm
         del M.Softmax.bprop  # autodiff differentiates ops.softmax
     elif variant == 'fused flat AdamW':
-        from optimizer_flat import flat_adamw  # (bench/ is on the spawned worker's path: this file's folder)
+        from optimizer_flat import flat_adamw  # (bench/probes is on the spawned worker's path)
         T.make_optimizer = lambda model, **kw: flat_adamw(model, **kw)
     elif variant == 'AdamW through the Adam kernel':
-        from adam_cpu import adamw_by_adam  # (bench/ is on the spawned worker's path)
+        from adam_cpu import adamw_by_adam  # (bench/probes is on the spawned worker's path)
         T.make_optimizer = lambda model, **kw: adamw_by_adam(model, **kw)
     elif variant == 'fused RMSNorm (ops.Custom)':
         import msllm_nb.model as M
-        from rmsnorm_custom import fused_core  # (bench/ is on the spawned worker's path)
+        from rmsnorm_custom import fused_core  # (bench/probes is on the spawned worker's path)
         M._RMSNormCore = fused_core  # what RMSNorm.__init__ builds its core with
     elif variant == 'operands broadcast first':
         _broadcast_first(ms, ops)
@@ -596,12 +596,12 @@ def time_split(profiles):
 
 # MindSpore CPU kernels found slower than PyTorch's: operator, its PyTorch counterpart(s) in the profile, where it is reproduced alone
 SLOW_KERNELS = [
-    ('Mul', ('aten::mul',), '`bench/mul_cpu.py` (`bench/results/mul_cpu.md`): slow where one operand is broadcast (the RMSNorm '
+    ('Mul', ('aten::mul',), '`bench/probes/mul_cpu.py` (`bench/results/mul_cpu.md`): slow where one operand is broadcast (the RMSNorm '
                             'weight and 1/rms, the rotary tables); a same-shape Mul is within 2-3x'),
-    ('AdamWeightDecay', ('AdamW update',), '`bench/adam_cpu.py` (`bench/results/adam_cpu.md`): one kernel per tensor, many times '
+    ('AdamWeightDecay', ('AdamW update',), '`bench/probes/adam_cpu.py` (`bench/results/adam_cpu.md`): one kernel per tensor, many times '
                                            'PyTorch\'s AdamW; MindSpore\'s own Adam kernel does the same update faster. PyTorch\'s side '
                                            'is its whole update, every operator inside `optimizer.step()` (its in-place mul_, sqrt, div...)'),
-    ('ReduceSum', ('aten::sum',), '`bench/reduce_sum_cpu.py` (`bench/results/reduce_sum_cpu.md`): the step already routes its hot sums '
+    ('ReduceSum', ('aten::sum',), '`bench/probes/reduce_sum_cpu.py` (`bench/results/reduce_sum_cpu.md`): the step already routes its hot sums '
                                   'through a matmul with a ones vector; what is left is the loss and small sums'),
     ('Square', ('aten::pow', 'aten::_foreach_norm', 'aten::linalg_vector_norm'),
      'no script of its own: x² in every RMSNorm, and every gradient squared for the clipping norm, where PyTorch squares and '

@@ -15,12 +15,12 @@ decay groups and learning-rate table of `train_step.make_optimizer`) and the sam
 Each size runs in a fresh process; each cell is compiled (GRAPH mode), then the three take turns, `REPS` calls each. Before timing, `CHECK` updates of the
 per-tensor and the flat cell from the same state are compared, parameter by parameter.
 
-    python bench/optimizer_flat.py [REPS]   # default 40; writes bench/results/optimizer_flat.md
+    python bench/probes/optimizer_flat.py [REPS]   # default 40; writes bench/results/optimizer_flat.md
 """
 import os, statistics, sys, time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))  # bench/, for _report and the benchmarks it builds on
 from _report import write_result  # noqa: E402
 from train_throughput import SIZES  # noqa: E402  (the benchmark's model sizes)
 

@@ -15,12 +15,12 @@ Each framework runs in a process of its own, float32, all cores; median of REPS 
 checks "decay, then Adam" against `AdamWeightDecay` after one update: its largest difference divided by the largest
 change of a parameter (the same update up to float32 rounding, not bit for bit).
 
-    python bench/adam_cpu.py    # prints the table and writes bench/results/adam_cpu.md
+    python bench/probes/adam_cpu.py    # prints the table and writes bench/results/adam_cpu.md
 """
 import os, sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))  # bench/, for _report and the benchmarks it builds on
 from _report import each_framework, median_ms, versions, write_result  # noqa: E402
 
 # name → parameter shape (the 27M size: hidden 512, feed-forward 1376, vocabulary 8192)

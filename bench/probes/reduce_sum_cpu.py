@@ -8,12 +8,12 @@ The same sums, at the shapes a LLaMA training step makes, timed four ways:
 Each framework runs in a process of its own (MindSpore and PyTorch in one process slow each other down), median of
 REPS calls after WARMUP calls, float32, all cores. Needs only mindspore, numpy and torch (CPU wheel).
 
-    python bench/reduce_sum_cpu.py    # prints the table and writes bench/results/reduce_sum_cpu.md
+    python bench/probes/reduce_sum_cpu.py    # prints the table and writes bench/results/reduce_sum_cpu.md
 """
 import os, statistics, sys, time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))  # bench/, for _report and the benchmarks it builds on
 from _report import each_framework, versions, write_result  # noqa: E402
 
 # name → (shape, axis summed, where a training step makes it)

@@ -10,12 +10,12 @@ the SiLU backward and others. Here each multiply is timed alone, the way `reduce
 
 Each framework runs in a process of its own, float32, all cores; median of REPS calls after WARMUP.
 
-    python bench/mul_cpu.py    # prints the table and writes bench/results/mul_cpu.md
+    python bench/probes/mul_cpu.py    # prints the table and writes bench/results/mul_cpu.md
 """
 import os, statistics, sys, time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))  # bench/, for _report and the benchmarks it builds on
 from _report import each_framework, versions, write_result  # noqa: E402
 
 # name → (shape of x, shape of the other factor (() for a scalar), where a training step makes it): the 27M size, 4 × 256

@@ -12,12 +12,12 @@ before anything is timed.
 - `main`: one norm at the 27M size's shape (4 × 256 × 512), forward and backward, the custom cell against the model's:
   the largest differences, and the median time of each.
 
-    python bench/rmsnorm_custom.py    # prints the table and writes bench/results/rmsnorm_custom.md
+    python bench/probes/rmsnorm_custom.py    # prints the table and writes bench/results/rmsnorm_custom.md
 """
 import hashlib, os, shutil, subprocess, sys, tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))  # bench/, for _report and the benchmarks it builds on
 from _report import median_ms, write_result  # noqa: E402
 
 SRC = Path(__file__).with_suffix('.cc')
