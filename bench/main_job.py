@@ -1,7 +1,7 @@
 """The README's main job, run as a newcomer runs it, timed and checked.
 
 The README's first bash block is run verbatim, in a fresh copy of this working tree, in a newcomer's shell: `env -i`
-with HOME and the system PATH, no venv activated (CI's first step does the same, and its run stands for the chapters'
+with an empty HOME (no cache) and the system PATH, no venv activated (CI's first step does the same, and its run stands for the chapters'
 non-slow cells there). The block creates `.venv`, installs the package, and runs `msllm-roadmap` over every chapter on
 the bundled corpus. The README promises that the roadmap runs in under fifteen minutes on two cores after the install:
 the table gives the install and the roadmap apart (the roadmap from its environment report to its report.md), and
@@ -86,21 +86,22 @@ def readme_main_job():
     return re.findall(r'```bash\n(.*?)```', (ROOT / 'README.md').read_text(encoding='utf-8'), re.S)[0].strip()
 
 
-def run_verbatim(clone):
-    "(exit status, terminal text, seconds) of the README's main job in `clone`, in a newcomer's shell."
+def run_verbatim(clone, home):
+    """(exit status, terminal text, seconds) of the README's main job in `clone`, in a newcomer's shell whose HOME is
+    `home`: an empty folder, so no cache of an earlier run (built fixtures, pip's wheels) is there."""
     t0 = time.perf_counter()
     r = subprocess.run(['bash', '-c', readme_main_job()], cwd=clone, capture_output=True, text=True,
-                       env={'HOME': os.environ['HOME'], 'PATH': SYSTEM_PATH, 'LANG': 'C.UTF-8'})
+                       env={'HOME': str(home), 'PATH': SYSTEM_PATH, 'LANG': 'C.UTF-8'})
     return r.returncode, r.stdout + r.stderr, time.perf_counter() - t0
 
 
 def table(summary, wall, install, before, after, problems):
-    rows = ['| chapter | seconds | CPU seconds | slowest cells | most CPU |', '|---|---:|---:|---|---|']
-    rows += [f"| {k} | {v['seconds']:.0f} | {v['cpu_s']:.0f} | {', '.join(v['slowest_cells'])} | {', '.join(v['busiest_cells'])} |"
+    rows = ['| chapter | seconds | CPU seconds | peak MB | slowest cells | most CPU |', '|---|---:|---:|---:|---|---|']
+    rows += [f"| {k} | {v['seconds']:.0f} | {v['cpu_s']:.0f} | {v.get('peak_mb', '')} | {', '.join(v['slowest_cells'])} | {', '.join(v['busiest_cells'])} |"
              for k, v in sorted(summary.items(), key=lambda kv: -kv[1]['cpu_s'])]
     total, cpu = sum(v['seconds'] for v in summary.values()), sum(v['cpu_s'] for v in summary.values())
-    return (f"The README's main-job command, verbatim, in a newcomer's shell (`env -i`, system PATH, a fresh copy of the tree): "
-            f"the install took {install:.0f} s, then `msllm-roadmap` (slow cells skipped, cluster cells run, two chapters at a "
+    return (f"The README's main-job command, verbatim, in a newcomer's shell (`env -i`, system PATH, an empty HOME: no cache, "
+            f"a fresh copy of the tree): the install took {install:.0f} s, then `msllm-roadmap` (slow cells skipped, cluster cells run, two chapters at a "
             f"time) **{wall:.0f} s wall ({wall / 60:.1f} min), {wall / TARGET_S:.2f}× the {TARGET_S} s target**. Chapter seconds "
             f"add up to {total:.0f} s; CPU seconds to {cpu:.0f} s, {cpu / (2 * wall):.0%} of what 2 cores give in the wall time "
             "(the rest: the machine idle, or CPU that no chapter's accounting sees, such as a child process not waited for).\n\n"
@@ -112,9 +113,9 @@ def table(summary, wall, install, before, after, problems):
 
 def main():
     with tempfile.TemporaryDirectory() as d:
-        clone = Path(d) / 'msllm_nb'; fresh_copy(clone)
+        clone, home = Path(d) / 'msllm_nb', Path(d) / 'home'; fresh_copy(clone); home.mkdir()
         before = measure_speed()
-        code, terminal, seconds = run_verbatim(clone)
+        code, terminal, seconds = run_verbatim(clone, home)
         after = measure_speed()
         out = clone / 'runs' / 'roadmap'
         if not (out / 'summary.json').exists(): sys.exit(f'main_job: the README command exited {code} before the roadmap ran:\n' + terminal[-4000:])

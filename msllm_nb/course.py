@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')  # before any mindspore import: silences its C++ WARNING flood
-import contextlib, json, re, shutil, subprocess, sys, time
+import contextlib, json, re, resource, shutil, subprocess, sys, time
 from pathlib import Path
 from fastcore.script import call_parse, Param, store_true
 from .cli import UsageError, RunFailure, answers, count
@@ -190,7 +190,9 @@ def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
         else: os.environ['MSLLM_RUNS'] = old
     slowest = sorted(cell_s, key=cell_s.get, reverse=True)[:3]  # where a chapter's time goes, for whoever makes it faster
     busiest = sorted(cell_cpu, key=cell_cpu.get, reverse=True)[:3]  # and its CPU: what it costs the other chapters
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this chapter's process: its own peak (side by side)
     return {'seconds': round(time.perf_counter() - t0, 1), 'cpu_s': round(cpu_seconds() - c0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
+            'pid': os.getpid(), 'peak_mb': round(peak_mb),
             'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest], 'busiest_cells': [f'{i} ({cell_cpu[i]}s CPU)' for i in busiest],
             **({'failed': failed} if failed else {})}
 
@@ -208,8 +210,8 @@ def _run_side_by_side(nbs:list, out:Path, flags:tuple, workers:int, bar)->dict:
     launching = {p for p in nbs if launches_jobs(p)}
     pending, summary = roadmap_order(nbs, launching, prev), {}
     while pending:  # a process that dies breaks its pool: the chapters it ran are recorded as failed, a new pool goes on
-        running, broken = {}, False
-        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn')) as ex:
+        running, broken = {}, False  # one fresh process per chapter: no memory, MindSpore context or import carries over
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context('spawn'), max_tasks_per_child=1) as ex:
             while (pending and not broken) or running:
                 while pending and not broken and len(running) < workers:
                     nb = next_chapter(pending, list(running.values()), launching); pending.remove(nb)
@@ -283,8 +285,8 @@ def roadmap_report(out:Path, # the roadmap's output folder
     lines = ['# Roadmap report', '']
     if bad := failures(summary): lines += ['**Chapters that failed:**', ''] + [f'- {l}' for l in bad] + ['']
     lines += [learned.read_text(encoding='utf-8'), ''] if learned.exists() else []
-    lines += ['| chapter | seconds | CPU seconds | slowest cells | skipped cells |', '|---|---:|---:|---|---|']
-    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v.get('cpu_s', '')} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
+    lines += ['| chapter | seconds | CPU seconds | peak MB | slowest cells | skipped cells |', '|---|---:|---:|---:|---|---|']
+    lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v.get('cpu_s', '')} | {v.get('peak_mb', '')} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
               for k, v in summary.items()]
     lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", ''] + _run_lines(out)
     pngs = sorted(Path(out).rglob('*.png'))

@@ -170,6 +170,10 @@ def test_a_failing_chapter_is_one_line_and_the_others_still_run(tmp_path):
     report = (tmp_path / 'runs' / 'report.md').read_text()
     assert '**Chapters that failed:**' in report and '| [02_c](02_c.ipynb) |' in report
     assert json.loads((tmp_path / 'runs' / 'env_report.json').read_text())['mindspore']['version']
+    summary = json.loads((tmp_path / 'runs' / 'summary.json').read_text())
+    pids = [summary[n]['pid'] for n in ('00_a', '01_b', '02_c')]
+    assert len(set(pids)) == 3, summary  # each chapter in a fresh process: nothing of one (memory, context) carries into the next
+    assert all(summary[n]['peak_mb'] > 0 for n in ('00_a', '02_c')), summary
 
 
 def test_roadmap_skips_slow_cells_unless_asked(tmp_path):

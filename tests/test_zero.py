@@ -103,7 +103,7 @@ def test_memory_cli(tmp_path):
 
 
 @pytest.mark.parametrize('extra,message', [
-    (['zero=2'], 'zero must be 0 or 1'),
+    (['zero=2'], 'zero 2: expected a whole number ≥ 0 and ≤ 1'),
     (['precision=bf16'], 'bf16 matmul is not supported on CPU'),
     (['accum_steps=3'], 'accum_steps 3 must be ≥ 1 and divide batch_size 8'),
     (['zero_impl=mindspore', 'zero=1'], "parallel optimizer only supports Ascend/GPU"),
