@@ -208,3 +208,15 @@ def test_the_report_opens_with_what_was_learned_and_lists_each_run(tmp_path):
     assert '| [06_train_dp](06_train_dp.ipynb) | 12.5 | 11.0 | 20 (9.0s) |  |' in report
     assert 'Training run `06_train_dp/msrun2`\n\n20 steps on 2 rank(s); validation loss 9.000 → 6.500.' in report
     assert "- sample at step 20: 'The cat'" in report and '![msrun2_curves](06_train_dp/msrun2_curves.png)' in report
+
+
+def test_use_device_after_kernels_have_run_on_that_device():
+    """In a process whose kernels already run on the CPU (a notebook, a test worker), choosing the CPU again changes nothing
+    (MindSpore refuses any set_device once its runtime started: msllm-eval run in-process after another test's kernels
+    failed that way); asking for another device is still an error."""
+    code = ('import numpy as np, mindspore as ms\n(ms.Tensor(np.ones(3, np.float32)) * 2).asnumpy()\n'
+            'from msllm_nb.env import use_device\nfrom msllm_nb.eval import set_device\n'
+            "use_device('CPU'); set_device('cpu', 'pynative'); set_device('cpu', 'graph')\n"
+            "try: use_device('GPU')\nexcept RuntimeError: print('GPU refused')\n")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env={**os.environ, 'GLOG_v': '3'})
+    assert r.returncode == 0 and r.stdout.strip() == 'GPU refused', r.stderr[-2000:]
