@@ -10,10 +10,13 @@ import json
 from pathlib import Path
 import numpy as np
 import msllm_nb.shards as mss
-
+from .shards import UniformSampler, MixedSampler, GroupedWindows, GlobalBatches, step_batches  # chapter 03: the loader
+from .cli import UsageError  # chapter 00: a mistake in the config is one line naming its key
+_all_ = ['UniformSampler', 'MixedSampler', 'GroupedWindows', 'GlobalBatches', 'step_batches']  # the trainer's whole data floor is this module
 
 # %% auto #0
-__all__ = ['WindowRange', 'GlobalBatches', 'data_format', 'split_windows', 'step_batches', 'label_reader', 'first_labelled']
+__all__ = ['WindowRange', 'data_format', 'split_windows', 'Interleaved', 'split_groups', 'label_reader', 'first_labelled',
+           'UniformSampler', 'MixedSampler', 'GroupedWindows', 'GlobalBatches', 'step_batches']
 
 # %% ../nbs/06_1_data.ipynb #58f0b58a
 class WindowRange:
@@ -23,25 +26,6 @@ class WindowRange:
     def __getitem__(self, i):
         if not 0 <= i < self.n: raise IndexError(i)
         return self.w[self.lo + i]
-
-class GlobalBatches:
-    "This rank's rows of global batch t: a pure function of (seed, t), so any rank count and any resume see the same data."
-    def __init__(self, windows, global_batch:int, rank:int=0, world:int=1, steps:int=1, seed:int=0):
-        if global_batch % world: raise ValueError(f'global batch {global_batch} is not divisible by {world} ranks')
-        self.w, self.G, self.B, self.rank, self.steps, self.seed = windows, global_batch, global_batch // world, rank, steps, seed
-        self.steps_per_epoch = len(windows) // global_batch
-        if self.steps_per_epoch == 0:
-            raise ValueError(f'global batch {global_batch} (batch_size × ranks) is larger than the {len(windows)} training windows')
-        self._perm = (None, None)
-    def ids(self, t:int)->np.ndarray:
-        "Window indices of global batch t (all ranks)."
-        epoch, k = divmod(t, self.steps_per_epoch)
-        if self._perm[0] != epoch: self._perm = (epoch, np.random.default_rng([self.seed, epoch]).permutation(len(self.w)))
-        return self._perm[1][k * self.G:(k + 1) * self.G]
-    def __len__(self): return self.steps
-    def __getitem__(self, t):
-        rows = self.ids(int(t))[self.rank * self.B:(self.rank + 1) * self.B]
-        return (np.stack([self.w[int(i)][0] for i in rows]),)
 
 def data_format(token_dir:str|Path):
     """The module that reads a data folder whose meta.json names a `format` other than chapter 03's tokens, else None.
@@ -54,9 +38,12 @@ def data_format(token_dir:str|Path):
         return sft
     raise ValueError(f'{token_dir}/meta.json: format {fmt!r} is unknown (tokens or sft)')
 
-def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02)->tuple:
+def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02,
+                  mix:dict|None=None # group → weight: each group's windows apart (`split_groups`, below)
+                 )->tuple:
     """Train and validation windows of seq_len tokens, split by position (token folders: consecutive windows share one
     token, so every token is a target once; another `data_format`: its own windows)."""
+    if mix is not None: return split_groups(token_dir, seq_len, val_fraction, mix)
     if (fmt := data_format(token_dir)) is not None: win, meta = fmt.windows(token_dir, seq_len)
     else:
         store = mss.TokenStore(token_dir)
@@ -65,13 +52,44 @@ def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02)->tup
     if len(win) - n_val < 1: raise ValueError(f'{token_dir}: only {len(win)} windows of {seq_len} tokens; nothing left to train on')
     return WindowRange(win, 0, len(win) - n_val), WindowRange(win, len(win) - n_val, len(win)), meta
 
-def step_batches(source:GlobalBatches, start_step:int=0, workers:int=1, prefetch:int=4):
-    "Iterate (step, ids) from start_step with a MindSpore GeneratorDataset; the position is restored with set_init_step."
-    import mindspore.dataset as ds
-    ds.config.set_prefetch_size(prefetch)
-    d = ds.GeneratorDataset(source, ['input_ids'], shuffle=False, num_parallel_workers=workers, python_multiprocessing=False)
-    if start_step: d.set_init_step(start_step)
-    for i, (x,) in enumerate(d.create_tuple_iterator(num_epochs=1, output_numpy=True), start_step): yield i, x
+# %% ../nbs/06_1_data.ipynb #d7ff25e9
+class Interleaved:
+    "Several groups' windows in one sequence, group g's j-th at (j + ½) / w_g: every prefix holds the groups near their weights."
+    def __init__(self, parts:dict, # group → its windows (random access)
+                 weights:dict): # group → weight > 0
+        self.parts = list(parts.values())
+        key = np.concatenate([(np.arange(len(p)) + 0.5) / weights[g] for g, p in parts.items()])
+        who = np.concatenate([np.full(len(p), k, np.int64) for k, p in enumerate(self.parts)])
+        pos = np.concatenate([np.arange(len(p), dtype=np.int64) for p in self.parts])
+        order = np.lexsort((who, key))  # by key; a tie goes to the group named first
+        self.who, self.pos = who[order], pos[order]
+    def __len__(self): return len(self.who)
+    def __getitem__(self, i):
+        if not 0 <= i < len(self): raise IndexError(i)
+        return self.parts[int(self.who[i])][int(self.pos[i])]
+
+# %% ../nbs/06_1_data.ipynb #32b40141
+def split_groups(token_dir:str|Path, seq_len:int, val_fraction:float, mix:dict)->tuple:
+    """`split_windows` with a mix: each group's own packed windows, split by position; the training windows in one
+    index space (`GroupedWindows`, in the groups' sorted order: one mix, one order), the validation windows `Interleaved`.
+    A mix the folder cannot give is a `UsageError` naming the config key `mix`."""
+    fmt = json.loads((Path(token_dir)/'meta.json').read_text()).get('format', 'tokens')
+    if fmt != 'tokens': raise UsageError(f'mix: {token_dir} holds format {fmt!r} (its meta.json), which has no groups to weigh; '
+                                         'a mix weighs the groups of a chapter 03 token folder')
+    store = mss.TokenStore(token_dir)
+    unknown = [g for g in mix if g not in store.group_names]
+    if unknown or not mix:
+        raise UsageError(f"mix: {'unknown group ' + ', '.join(map(repr, unknown)) if unknown else 'no group named'}; "
+                         f"the groups of {token_dir}: {', '.join(store.group_names)}")
+    train, val = {}, {}
+    for g in sorted(mix):
+        try: win = mss.PackedWindows(store, seq_len - 1, [g])
+        except ValueError: win = ()  # not one window of seq_len tokens
+        n_val = max(1, int(len(win) * val_fraction)) if val_fraction > 0 else 0
+        if len(win) - n_val < 1:
+            raise UsageError(f'mix: group {g} of {token_dir} has {len(win)} windows of {seq_len} tokens; nothing left to train on')
+        train[g], val[g] = WindowRange(win, 0, len(win) - n_val), WindowRange(win, len(win) - n_val, len(win))
+    return mss.GroupedWindows(train), Interleaved(val, mix), store.meta
 
 # %% ../nbs/06_1_data.ipynb #bff56ec6
 def label_reader(token_dir:str|Path):

@@ -15,8 +15,8 @@ from .cli import UsageError, answers, count, natural, positive
 
 # %% auto #0
 __all__ = ['shuffle_and_shard', 'group_of', 'ShardWriter', 'write_meta', 'tokenize_shards', 'hf_token_folder', 'TokenStore',
-           'PackedWindows', 'padding_waste', 'MixedBatches', 'make_dataset', 'batches', 'sentencepiece_model',
-           'shard_cli', 'sample_tokens']
+           'PackedWindows', 'padding_waste', 'UniformSampler', 'GlobalBatches', 'step_batches', 'GroupedWindows',
+           'MixedSampler', 'sentencepiece_model', 'shard_cli', 'sample_tokens']
 
 # %% ../nbs/03_shards.ipynb #cb030b87
 def shuffle_and_shard(inputs:list, # cleaned JSON-lines files or folders (msllm-clean output)
@@ -190,6 +190,8 @@ class PackedWindows:
     "Random-access windows of seq_len+1 tokens over the concatenated documents of some groups (no padding)."
     def __init__(self, store:TokenStore, seq_len:int, groups:list|None=None):
         self.store, self.seq_len = store, seq_len
+        unknown = sorted(set(groups or ()) - set(store.group_names))
+        if unknown: raise ValueError(f"unknown groups {unknown}; the groups of {store.dir}: {', '.join(store.group_names)}")
         sel = np.ones(len(store.spans), bool) if groups is None else np.isin(store.groups, [store.group_names.index(g) for g in groups])
         self.docs = np.nonzero(sel)[0]
         lens = store.spans[self.docs, 2] - store.spans[self.docs, 1]
@@ -231,85 +233,109 @@ def padding_waste(store:TokenStore, seq_len:int=256, batch_size:int=16, seed:int
     return {'pad_to_seq_len': 1 - real / naive, 'bucketing': 1 - real / bucket_total,
             'packing': 0.0, 'packing_tail_dropped': float(1 - used / packed_total)}
 
-# %% ../nbs/03_shards.ipynb #041fdfc2
-class MixedBatches:
-    "Batch t = a fixed-size mix of packed windows from several groups, with per-batch quotas from carried remainders."
-    def __init__(self, store:TokenStore, seq_len:int, weights:dict, # group → weight (normalised)
-                 batch_size:int, seed:int=0):
-        unknown = set(weights) - set(store.group_names)
-        if unknown: raise ValueError(f'unknown mixing groups {sorted(unknown)}; groups in this token folder: {store.group_names}')
-        tot = sum(weights.values())
-        self.groups = list(weights); self.w = np.array([weights[g] / tot for g in self.groups])
-        self.src = {g: PackedWindows(store, seq_len, [g]) for g in self.groups}
-        self.bs, self.seed, self._counts = batch_size, seed, [np.zeros(len(self.groups), np.int64)]
-        self._carry = [np.zeros(len(self.groups))]
+# %% ../nbs/03_shards.ipynb #84b919a6
+class UniformSampler:
+    "Window indices of global batch t: a seeded permutation of the n windows per epoch, cut into batches of G."
+    def __init__(self, n:int, # windows
+                 global_batch:int, # G: rows of all ranks together
+                 seed:int=0):
+        self.n, self.G, self.seed, self.steps_per_epoch = n, global_batch, seed, n // global_batch
+        if self.steps_per_epoch == 0: raise ValueError(f'global batch {global_batch} (batch_size × ranks) is larger than the {n} training windows')
+        self._perm = (None, None)  # (epoch, its permutation): the one in use
+    def ids(self, t:int)->np.ndarray:
+        "Window indices of global batch t (the n mod G windows an epoch leaves over wait for another epoch)."
+        epoch, k = divmod(t, self.steps_per_epoch)
+        perm = self._perm
+        if perm[0] != epoch: perm = self._perm = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.n))
+        return perm[1][k * self.G:(k + 1) * self.G]
 
-    def counts(self, t):
-        "Examples per group in batch t."
-        while len(self._counts) <= t + 1:  # O(t) arithmetic once, no data read
-            want = self.w * self.bs + self._carry[-1]
-            c = np.floor(want).astype(np.int64)
-            short = self.bs - c.sum()
-            c[np.argsort(-(want - c), kind='stable')[:short]] += 1
-            self._carry.append(want - c); self._counts.append(self._counts[-1] + c)
-        return self._counts[t + 1] - self._counts[t]
-
-    def _window(self, gi, k):
-        "The k-th window drawn from group gi: pass k // n, reshuffled per pass with a seeded permutation."
-        src = self.src[self.groups[gi]]; n = len(src)
-        perm = np.random.default_rng([self.seed, gi, k // n]).permutation(n)
-        return src[int(perm[k % n])][0]
-
-    def __len__(self): return 10**9  # endless: the trainer decides how many steps
+# %% ../nbs/03_shards.ipynb #c159d30d
+class GlobalBatches:
+    "This rank's rows of global batch t, whose windows a sampler names: any rank count and any resume see the same data."
+    def __init__(self, windows, # random access: windows[i] is a 1-tuple holding one window's token ids
+                 global_batch:int, rank:int=0, world:int=1,
+                 steps:int=1, # batches to read, one per step: the dataset's length
+                 seed:int=0, # the default sampler's seed
+                 sampler=None): # `ids(t)` names the windows of global batch t (default: `UniformSampler`; `MixedSampler` below)
+        if global_batch % world: raise ValueError(f'global batch {global_batch} is not divisible by {world} ranks')
+        self.sampler = sampler if sampler is not None else UniformSampler(len(windows), global_batch, seed)
+        if self.sampler.G != global_batch: raise ValueError(f'the sampler makes batches of {self.sampler.G} rows, not {global_batch}')
+        self.w, self.G, self.B, self.rank, self.steps, self.seed = windows, global_batch, global_batch // world, rank, steps, seed
+    def ids(self, t:int)->np.ndarray:
+        "Window indices of global batch t (all ranks)."
+        return self.sampler.ids(t)
+    def __len__(self): return self.steps
     def __getitem__(self, t):
-        self.counts(t); start = self._counts[t]
-        rows = [self._window(gi, int(start[gi]) + j) for gi, c in enumerate(self._counts[t + 1] - start) for j in range(c)]
-        order = np.random.default_rng([self.seed, 10**6 + t]).permutation(len(rows))
-        return (np.stack([rows[i] for i in order]),)
+        rows = self.ids(int(t))[self.rank * self.B:(self.rank + 1) * self.B]
+        return (np.stack([self.w[int(i)][0] for i in rows]),)
 
 # %% ../nbs/03_shards.ipynb #a8ce244e
-class _First:
-    "The first `n` items of a random-access source."
-    def __init__(self, source, n): self.source, self.n = source, n
-    def __len__(self): return self.n
+def step_batches(source:GlobalBatches, start_step:int=0, workers:int=1, prefetch:int=4):
+    "Iterate (step, ids) from start_step with a MindSpore GeneratorDataset; the position is restored with set_init_step."
+    import mindspore.dataset as ds
+    if not 0 <= start_step < len(source): raise ValueError(f'start_step {start_step} is not before the {len(source)} steps of the source')
+    ds.config.set_prefetch_size(prefetch)
+    d = ds.GeneratorDataset(source, ['input_ids'], shuffle=False, num_parallel_workers=workers, python_multiprocessing=False)
+    if start_step: d.set_init_step(start_step)
+    for i, (x,) in enumerate(d.create_tuple_iterator(num_epochs=1, output_numpy=True), start_step): yield i, x
+
+# %% ../nbs/03_shards.ipynb #9d6bc3fc
+class GroupedWindows:
+    "Several groups' windows in one index space, group after group: what a `MixedSampler` draws from."
+    def __init__(self, parts:dict): # group name → its windows (random access), e.g. `PackedWindows(store, seq_len, [group])`
+        self.names, self.parts = list(parts), list(parts.values())
+        self.sizes = np.array([len(p) for p in self.parts], np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+    def __len__(self): return int(self.offsets[-1])
+    def group_of(self, ids)->np.ndarray:
+        "The index in `names` of the group of each window index."
+        return np.searchsorted(self.offsets, ids, side='right') - 1
     def __getitem__(self, i):
-        if not 0 <= i < self.n: raise IndexError(i)
-        return self.source[i]
+        if not 0 <= i < len(self): raise IndexError(i)
+        g = int(self.group_of(i))
+        return self.parts[g][int(i - self.offsets[g])]
 
-def make_dataset(source, # a random-access source (PackedWindows, MixedBatches, ...)
-                 batch_size:int, # per-rank batch size (ignored for MixedBatches, which yields whole batches)
-                 seed:int=0, rank:int=0, world:int=1, shuffle:bool=True):
-    "A MindSpore GeneratorDataset over `source`: seeded shuffle, per-rank shard, batched."
-    import mindspore.dataset as ds, warnings
-    ds.config.set_seed(seed)
-    premade = isinstance(source, MixedBatches)
-    n = len(source)
-    if world > 1 and n % world:  # MindSpore's sharding evens the ranks out by repeating items: leave the last ones out instead
-        warnings.warn(f'make_dataset: {n % world} of {n} items left out so that each of {world} ranks reads {n // world} '
-                      '(MindSpore\'s sharding would repeat items to fill the short ranks instead)')
-        source = _First(source, n - n % world)
-    d = ds.GeneratorDataset(source, ['input_ids'], shuffle=shuffle and not premade, python_multiprocessing=False,
-                            num_shards=world if world > 1 else None, shard_id=rank if world > 1 else None,
-                            num_samples=None)
-    return d if premade else d.batch(batch_size, drop_remainder=True)
-
-def batches(dataset, # from make_dataset
-            total_steps:int, # steps of the whole run
-            start_step:int=0 # global step to resume from
-           ):
-    "Yield (step, epoch, input_ids) from start_step to total_steps, resuming exactly via set_init_step."
-    spe = dataset.get_dataset_size()
-    if spe == 0: raise ValueError('the dataset has no full batch: fewer windows than batch_size × ranks')
-    if not 0 <= start_step < total_steps: raise ValueError(f'start_step {start_step} is not before total_steps {total_steps}')
-    epochs = math.ceil(total_steps / spe)
-    if start_step: dataset.set_init_step(start_step)
-    it = dataset.create_tuple_iterator(num_epochs=epochs, output_numpy=True)
-    step = start_step
-    for epoch in range(start_step // spe, epochs):
-        for (x,) in it:
-            if step >= total_steps: return
-            yield step, epoch, x
-            step += 1
+# %% ../nbs/03_shards.ipynb #041fdfc2
+class MixedSampler:
+    """Window indices of global batch t drawn by group weights: each batch holds ⌊G·w⌋ or ⌈G·w⌉ rows of each group
+    (the extra rows go to the groups furthest behind their share so far); a pure function of (seed, t)."""
+    def __init__(self, windows:GroupedWindows, weights:dict, # group → weight, finite and > 0 (normalised here)
+                 global_batch:int, seed:int=0):
+        if set(weights) != set(windows.names): raise ValueError(f'weights of {sorted(weights)} for windows of {windows.names}: one weight per group')
+        w = np.array([weights[g] for g in windows.names], np.float64)
+        if not (np.isfinite(w).all() and (w > 0).all()): raise ValueError(f'weights must be finite numbers > 0, got {weights}')
+        if not windows.sizes.all(): raise ValueError(f'group {windows.names[int(np.argmin(windows.sizes))]} has no window')
+        self.names, self.sizes, self.offsets, self.w = windows.names, windows.sizes, windows.offsets, w / w.sum()
+        self.G, self.seed = global_batch, seed
+        self.base = np.floor(self.w * global_batch).astype(np.int64)  # the rows every batch gives each group
+        self._cum, self._perms = np.zeros((1, len(w)), np.int64), {}  # rows before batch t; each group's permutation in use
+    def before(self, t:int)->np.ndarray:
+        "Rows each group gave batches 0…t−1 (computed batch by batch, once: no data is read)."
+        cum = self._cum
+        if t >= len(cum):
+            n0, cum = len(cum), np.concatenate([cum, np.zeros((max(t + 1, 2 * len(cum)) - len(cum), len(self.w)), np.int64)])
+            for s in range(n0, len(cum)):
+                behind = s * self.G * self.w - (cum[s - 1] + self.base)  # each group's lag behind its share after its sure rows
+                cum[s] = cum[s - 1] + self.base
+                cum[s, np.argsort(-behind, kind='stable')[:self.G - self.base.sum()]] += 1
+            self._cum = cum
+        return cum[t]
+    def counts(self, t:int)->np.ndarray:
+        "Rows of each group (in the order of `names`) in global batch t."
+        return self.before(t + 1) - self.before(t)
+    def _draws(self, g:int, lo:int, hi:int)->np.ndarray:
+        "Group g's draws lo…hi−1: draw k is window k mod n of a seeded permutation for pass k // n."
+        n, out = int(self.sizes[g]), []
+        for p in range(lo // n, (hi - 1) // n + 1) if hi > lo else ():
+            perm = self._perms.get(g)
+            if perm is None or perm[0] != p: perm = self._perms[g] = (p, np.random.default_rng([self.seed, 0, g, p]).permutation(n))
+            out.append(perm[1][max(lo, p * n) - p * n:min(hi, (p + 1) * n) - p * n])
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+    def ids(self, t:int)->np.ndarray:
+        "Window indices of global batch t (all ranks), in a seeded order: each rank's rows hold a mix too."
+        lo, hi = self.before(t), self.before(t + 1)
+        ids = np.concatenate([self.offsets[g] + self._draws(g, int(lo[g]), int(hi[g])) for g in range(len(self.w))])
+        return ids[np.random.default_rng([self.seed, 1, t]).permutation(self.G)]
 
 # %% ../nbs/03_shards.ipynb #933228a2
 def sentencepiece_model(flag:str, # what names it, for the message

@@ -38,7 +38,7 @@ __all__ = ['TOKENIZER_FILES', 'zero_flag', 'check_config', 'check_labelled', 'ch
 
 # %% ../nbs/06_train_dp.ipynb #17b57108
 def check_config(cfg:TrainConfig, world:int=1)->dict:
-    "Everything that can be checked before compute: data folder, vocabulary, sequence length, batch vs windows."
+    "Everything that can be checked before compute: data folder, vocabulary, sequence length, batch vs windows, the mix's groups."
     mc = model_config(cfg)
     if not Path(cfg.token_dir).is_dir(): raise FileNotFoundError(f'token_dir {cfg.token_dir}: no such folder (run msllm-shard first)')
     if not (Path(cfg.token_dir)/'meta.json').exists(): raise FileNotFoundError(f'token_dir {cfg.token_dir}: no meta.json (not msllm-shard output)')
@@ -47,7 +47,7 @@ def check_config(cfg:TrainConfig, world:int=1)->dict:
         raise ValueError(f'model.vocab_size {mc.vocab_size} is smaller than the tokenizer\'s {meta["vocab_size"]} ({cfg.token_dir}/meta.json)')
     if cfg.seq_len > mc.max_position_embeddings:
         raise ValueError(f'seq_len {cfg.seq_len} exceeds model.max_position_embeddings {mc.max_position_embeddings}')
-    train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction)
+    train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction, cfg.mix)  # with a mix: per group (06·1)
     G = cfg.batch_size * world
     if len(train_w) < G:
         raise ValueError(f'seq_len {cfg.seq_len} × global batch {G} needs {G} windows; {cfg.token_dir} has {len(train_w)} for training')
@@ -236,7 +236,8 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
     step_cell = build_step(loss_cell, model, cfg, rank, world)
     sharded = bool(cfg.zero) and cfg.zero_impl == 'collectives'
     train_w, val_w, tmeta = info['windows']  # split once, by check_config
-    source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed)
+    sampler = MixedSampler(train_w, cfg.mix, cfg.batch_size * world, cfg.seed) if cfg.mix else None  # chapter 03: a mix's quotas per batch
+    source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed, sampler)
     peak = job_peak(cfg.peak_tflops, world, cfg.device)
     if rank == 0 and (warn := peak_warning(peak)): log.text(f'train_llm: {warn}')  # a caveat on one figure, not an error: stdout (and an event, once resumed)
     return Run(cfg, rank, world, info, log, ck, chash, hashed, model, loss_cell, step_cell, sharded, val_w, tmeta, source,
@@ -299,6 +300,7 @@ def step_record(run:Run, step:int, r:StepResult, dt:float, wait:float)->dict:
     if (dm := device_memory_mb()) is not None: rec['device_mb'] = round(dm, 1)
     if run.scaler is not None: rec['loss_scale'] = r.loss_scale
     if run.source.G <= 64: rec['sample_ids'] = run.source.ids(step).tolist()
+    if cfg.mix: rec['group_rows'] = dict(zip(run.source.sampler.names, run.source.sampler.counts(step).tolist()))  # the global batch's rows per group
     return rec
 
 def log_step(run:Run, lp:StepLoop, step:int, r:StepResult, rec:dict):

@@ -17,7 +17,7 @@ import msllm_nb.model as msm
 from .cli import Bounds, UsageError, check_number  # chapter 00: how every command answers bad input
 
 # %% auto #0
-__all__ = ['causal_nll', 'CausalLMLoss', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'clip_by_global_norm', 'GradApply', 'TrainStep', 'StepResult', 'CONFIG_DIR', 'TrainConfig', 'hashed_fields', 'config_hash', 'resume_mismatch', 'check_field', 'load_config', 'check_combinations', 'model_config']
+__all__ = ['causal_nll', 'CausalLMLoss', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'clip_by_global_norm', 'GradApply', 'TrainStep', 'StepResult', 'CONFIG_DIR', 'check_mix', 'TrainConfig', 'hashed_fields', 'config_hash', 'resume_mismatch', 'check_field', 'load_config', 'check_combinations', 'model_config']
 
 # %% ../nbs/06_0_step.ipynb #8e6a8084
 def causal_nll(logits, # [B, T, V] float32
@@ -152,14 +152,24 @@ class StepResult(NamedTuple):
 # %% ../nbs/06_train_dp.ipynb #b67c5a30
 CONFIG_DIR = Path(msm.__file__).parent/'configs'  # the YAML files shipped with the package
 
-def _opt(default, numbers, choices=None, bounds:Bounds|None=None):
+def _opt(default, numbers, choices=None, bounds:Bounds|None=None, check=None):
     """A `TrainConfig` field declared with its rules: `numbers` says whether it changes a run's numbers (a resume must
     then agree on it; 'global' for batch_size, which counts as the global batch), `choices` the values it allows,
-    `bounds` what a number may be (`Bounds`, chapter 00: its kind, finite, its range)."""
+    `bounds` what a number may be (`Bounds`, chapter 00: its kind, finite, its range), `check` a function
+    (value, where) → value for a field of its own shape (`mix`)."""
     kw = {'default_factory': default} if callable(default) else {'default': default}
-    return field(**kw, metadata=dict(numbers=numbers, choices=choices, bounds=bounds))
+    return field(**kw, metadata=dict(numbers=numbers, choices=choices, bounds=bounds, check=check))
 
 def _n(kind, lo=None, hi=None, **kw): return Bounds(kind, lo, hi, **kw)  # short for the table below
+
+def check_mix(v, where:str)->dict|None:
+    """A `mix`: a mapping of group → weight, each a finite number > 0 (normalised where it is used), kept in the groups'
+    sorted order (one mix, one hash, one order of draws); None: no mix. Whether the groups exist is the data folder's
+    question (`check_config`)."""
+    if v is None: return None
+    if not isinstance(v, dict) or not v:
+        raise UsageError(f'{where} {v!r}: expected a mapping of groups to weights, e.g. {{zh_news: 0.3, code: 0.7}}')
+    return {str(g): check_number(f'{where}.{g}', w, Bounds(float, 0, lo_open=True)) for g, w in sorted(v.items(), key=lambda kv: str(kv[0]))}
 
 @dataclass
 class TrainConfig:
@@ -167,6 +177,7 @@ class TrainConfig:
     model: dict = _opt(lambda: {'preset': 'tiny'}, True)
     init_from: str | None = _opt(None, True)  # a converted or trained model checkpoint (.ckpt with .yaml) to continue pretraining from
     token_dir: str = _opt('runs/shards/tokens', True)  # msllm-shard output
+    mix: dict | None = _opt(None, True, check=check_mix)  # group → weight: each global batch holds the token folder's groups in these shares (chapter 03's MixedSampler); null: its windows as they come
     seq_len: int = _opt(256, True, bounds=_n(int, 2))  # a window of one token has nothing to predict
     batch_size: int = _opt(8, 'global', bounds=_n(int, 1))  # per rank; the global batch is batch_size × ranks
     steps: int = _opt(200, True, bounds=_n(int, 1))
@@ -230,16 +241,19 @@ def resume_mismatch(saved:dict, # the `config` a checkpoint's meta.json recorded
     if not diff: return None
     return '; '.join(f'{k}: checkpoint {saved.get(k, "(not recorded)")!r}, this run {now.get(k, "(not set)")!r}' for k in diff)
 
-_TEXT = {'str': 'text', 'str | None': 'a path (text) or null', 'list': 'a list', 'dict': 'a mapping of model keys', 'bool': 'true or false'}
+_TEXT = {'str': 'text', 'str | None': 'a path (text) or null', 'list': 'a list', 'dict': 'a mapping of model keys', 'dict | None': 'a mapping or null',
+         'bool': 'true or false'}
 
 def check_field(cfg:TrainConfig, f:dataclasses.Field, where:str):
     """Check a field against its declared rules and store it in its kind: a number (given as a number or as text: YAML
     1.1 reads 3e-4 as text) finite and within its `Bounds`, a choice among its `choices`, text, a list, true/false."""
     v, m = getattr(cfg, f.name), f.metadata
+    if m.get('check') is not None: v = m['check'](v, f'{where}: {f.name}')
     if m['bounds'] is not None: v = check_number(f'{where}: {f.name}', v, m['bounds'])
     elif f.type in ('str', 'str | None') and isinstance(v, (int, float)) and not isinstance(v, bool): v = str(v)  # out_dir: 2024
     ok = {'str': lambda x: isinstance(x, str), 'str | None': lambda x: x is None or isinstance(x, str), 'list': lambda x: isinstance(x, list),
-          'dict': lambda x: isinstance(x, dict), 'bool': lambda x: isinstance(x, bool)}.get(f.type, lambda x: True)
+          'dict': lambda x: isinstance(x, dict), 'dict | None': lambda x: x is None or isinstance(x, dict),
+          'bool': lambda x: isinstance(x, bool)}.get(f.type, lambda x: True)
     if not ok(v): raise UsageError(f'{where}: {f.name} {v!r}: expected {_TEXT[f.type]}')
     if m['choices'] is not None and v not in m['choices']:
         raise UsageError(f'{where}: {f.name} must be ' + ', '.join(map(str, m['choices'][:-1])) + f' or {m["choices"][-1]}, got {v!r}')
@@ -269,14 +283,16 @@ def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/
         if not isinstance(d, dict): raise UsageError(f'{p}: a config is a YAML mapping')
     if not isinstance(d.get('model') or {}, dict): raise UsageError(f"{src}: model {d['model']!r}: expected a mapping of model keys")
     d['model'] = dict(d.get('model') or {'preset': 'tiny'})
-    origin = {k: src for k in d}
+    origin, names = {k: src for k in d}, {f.name: f for f in dataclasses.fields(TrainConfig)}
     for o in overrides or []:
         o, where = o if isinstance(o, tuple) else (o, f'--set {o}')
         if '=' not in o: raise ValueError(f'{where}: expected key=value')
         k, v = o.split('=', 1)
-        if k.startswith('model.'): d['model'][k[6:]] = _yaml(v, where); origin['model'] = where
+        head, dot, sub = k.partition('.')
+        if dot and head in names and names[head].type in ('dict', 'dict | None'):  # a key of a mapping: model.hidden_size=128, mix.code=0.3
+            if not isinstance(d.get(head) or {}, dict): raise UsageError(f'{where}: {head} {d[head]!r} is not a mapping')
+            d[head] = {**(d.get(head) or {}), sub: _yaml(v, where)}; origin[head] = where
         else: d[k] = _yaml(v, where); origin[k] = where
-    names = {f.name: f for f in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(d) - set(names))
     if unknown: raise ValueError(f'{origin[unknown[0]]}: unknown config keys {unknown}; known: {sorted(names)}')
     cfg = TrainConfig(**d)

@@ -35,36 +35,41 @@ def test_cli_loses_nothing_and_is_deterministic(prepared, tmp_path):
 
 
 def test_every_window_once_per_epoch_across_ranks_and_resume(prepared):
+    "The trainer's loader (GlobalBatches + step_batches): 2 ranks of 4 rows read each window at most once an epoch, and each resumes exactly."
     d, _ = prepared
     store = S.TokenStore(d / 'shards' / 'tokens')
     windows = S.PackedWindows(store, 128, ['code'])
 
     class Tagged:  # each window carries its index in front: identity by position (a corpus may repeat 128 tokens)
-        def __len__(self): return len(windows) - (len(windows) - 7) % 8  # 8k + 7: MindSpore's sharding alone would pad one rank
-                                                                         # to 4k + 4 with a repeated window, all of it batched
+        def __len__(self): return len(windows) - (len(windows) - 7) % 8  # 8k + 7: MindSpore's own sharding would read one window twice
         def __getitem__(self, i): return (np.concatenate([[i], windows[i][0]]).astype(windows[i][0].dtype),)
     src = Tagged()
     ids = lambda x: [int(r[0]) for r in x]
-    spe = S.make_dataset(src, 4, seed=3, rank=0, world=2).get_dataset_size()
+    spe = len(src) // 8
     total = 2 * spe
-    runs = {r: [(s, ids(x)) for s, _, x in S.batches(S.make_dataset(src, 4, 3, r, 2), total)] for r in (0, 1)}
+    runs = {r: [(s, ids(x)) for s, x in S.step_batches(S.GlobalBatches(src, 8, r, 2, total, seed=3))] for r in (0, 1)}
     epoch0 = [w for r in (0, 1) for s, b in runs[r] if s < spe for w in b]
     assert len(epoch0) == len(set(epoch0)) == spe * 4 * 2  # no window twice within an epoch, across both ranks
     for r in (0, 1):
         k = spe + 2
-        resumed = [(s, ids(x)) for s, _, x in S.batches(S.make_dataset(src, 4, 3, r, 2), total, k)]
+        resumed = [(s, ids(x)) for s, x in S.step_batches(S.GlobalBatches(src, 8, r, 2, total, seed=3), k)]
         assert resumed == runs[r][k:]
+    with pytest.raises(ValueError, match='start_step 7 is not before the 5 steps'):
+        list(S.step_batches(S.GlobalBatches(src, 8, steps=5), 7))
 
 
 def test_mixed_batches_are_a_pure_function_of_the_step(prepared):
     d, _ = prepared
     store = S.TokenStore(d / 'shards' / 'tokens')
     w = {'zh_news': 1, 'en_wiki': 1, 'code': 2}
-    a, b = S.MixedBatches(store, 64, w, 8, seed=5), S.MixedBatches(store, 64, w, 8, seed=5)
+    windows = S.GroupedWindows({g: S.PackedWindows(store, 64, [g]) for g in w})
+    a, b = (S.GlobalBatches(windows, 8, steps=50, sampler=S.MixedSampler(windows, w, 8, seed=5)) for _ in range(2))
     assert np.array_equal(a[37][0], b[37][0]) and a[37][0].shape == (8, 65)
-    assert all(abs(a.counts(t)[2] - 4) <= 1 for t in range(50))
-    with pytest.raises(ValueError, match=r"unknown mixing groups \['wiki'\]"):
-        S.MixedBatches(store, 64, {'wiki': 1}, 8)
+    assert all(a.sampler.counts(t).tolist() == [2, 2, 4] for t in range(50))  # 8 × (¼, ¼, ½): exact every batch
+    with pytest.raises(ValueError, match=r"unknown groups \['wiki'\]; the groups of"):
+        S.PackedWindows(store, 64, ['wiki'])
+    with pytest.raises(ValueError, match='one weight per group'):
+        S.MixedSampler(windows, {'zh_news': 1}, 8)
 
 
 def test_errors_are_clear(prepared, tmp_path):
