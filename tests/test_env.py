@@ -203,9 +203,9 @@ def test_the_report_opens_with_what_was_learned_and_lists_each_run(tmp_path):
     (run / 'metrics.jsonl').write_text(''.join(json.dumps(x) + '\n' for x in recs))
     (tmp_path / '09_eval').mkdir(); (tmp_path / '09_eval' / 'learned.md').write_text('What the tiny model learned in 120 steps\n')
     (tmp_path / '06_train_dp' / 'msrun2_curves.png').write_bytes(b'png')
-    report = C.roadmap_report(tmp_path, {'06_train_dp': {'seconds': 12.5, 'cpu_s': 11.0, 'skipped_cells': [], 'slowest_cells': ['20 (9.0s)']}})
+    report = C.roadmap_report(tmp_path, {'06_train_dp': {'seconds': 12.5, 'cpu_s': 11.0, 'peak_mb': 900, 'skipped_cells': [], 'slowest_cells': ['20 (9.0s)']}})
     assert report.startswith('# Roadmap report\n\nWhat the tiny model learned'), report
-    assert '| [06_train_dp](06_train_dp.ipynb) | 12.5 | 11.0 | 20 (9.0s) |  |' in report
+    assert '| [06_train_dp](06_train_dp.ipynb) | 12.5 | 11.0 | 900 | 20 (9.0s) |  |' in report  # seconds, CPU seconds, peak MB
     assert 'Training run `06_train_dp/msrun2`\n\n20 steps on 2 rank(s); validation loss 9.000 → 6.500.' in report
     assert "- sample at step 20: 'The cat'" in report and '![msrun2_curves](06_train_dp/msrun2_curves.png)' in report
 
