@@ -79,53 +79,54 @@ def test_every_flag_refuses_what_its_bounds_or_choices_refuse(name):
     assert acts, f'{name}: no flags read: the fuzz would test nothing'
 
 
-def run(cmd, cwd, **kw):
-    return subprocess.run([str(BIN / cmd[0]), *map(str, cmd[1:])], capture_output=True, text=True, cwd=cwd, timeout=300,
+def run(name, argv, cwd, **kw):
+    "The console script `name` from the interpreter's own bin folder, in a newcomer's environment (no venv on PATH)."
+    return subprocess.run([str(BIN / name), *map(str, argv)], capture_output=True, text=True, cwd=cwd, timeout=300,
                           env={'PATH': '/usr/bin:/bin', 'HOME': str(cwd), 'GLOG_v': '3', 'LANG': 'C.UTF-8'}, **kw)
 
 
-# one wrong input per command, in a folder of its own: (command line, expected exit status, text the line must hold)
+# one wrong input per command, in a folder of its own: (command, its arguments, expected exit status, text the line must hold)
 CASES = [
-    (['msllm-env', '--device', 'TPU'], 2, '--device'),
-    (['msllm-clean', 'missing.txt', '--out', 'out.txt'], 2, 'missing.txt'),
-    (['msllm-clean', 'corpus.txt', '--out', 'out.txt', '--workers', '0'], 2, '--workers'),
-    (['msllm-bpe', 'missing.txt', '--out', 'tok'], 2, 'missing.txt'),
-    (['msllm-bpe', 'corpus.txt', '--out', 'tok', '--vocab_size', 'nan'], 2, '--vocab_size'),
-    (['msllm-shard', 'corpus.txt', '--tokenizer', 'corpus.txt', '--out', 'shards'], 2, 'corpus.txt'),
-    (['msllm-shard', 'corpus.txt', '--tokenizer', 'missing.model', '--out', 'shards', '--shard_mb', '0'], 2, '--shard_mb'),
-    (['msllm-convert', 'missing_hf', 'out'], 2, 'missing_hf'),
-    (['msllm-parity', 'missing_hf', '--ckpt', 'missing.ckpt'], 2, 'missing'),
-    (['msllm-roadmap', '--nbs', 'missing'], 2, '--nbs'),
-    (['msllm-roadmap', '--workers', '0'], 2, '--workers'),
-    (['train_llm', '--config', 'missing.yaml'], 2, 'missing.yaml'),
-    (['train_llm', '--config', 'broken.yaml', '--check'], 2, 'broken.yaml'),
-    (['train_llm', '--set', 'lr=inf', '--check'], 2, 'lr'),
-    (['train_llm', '--set', 'grad_clip=nan', '--check'], 2, 'grad_clip'),
-    (['train_llm', '--set', 'seq_len=1', '--check'], 2, 'seq_len'),
-    (['train_llm', '--set', 'steps=abc', '--check'], 2, 'steps'),
-    (['msllm-memory', '--config', 'missing.yaml'], 2, 'missing.yaml'),
-    (['msllm-memory', '--devices', '-1'], 2, '--devices'),
-    (['msllm-doctor', 'missing_run'], 2, 'missing_run'),
-    (['msllm-doctor', 'corpus.txt'], 2, 'corpus.txt'),
-    (['msllm-commcheck', '--iters', '0'], 2, '--iters'),
-    (['msllm-commcheck', '--sizes', 'abc'], 2, '--sizes'),
-    (['msllm-commcheck', '--timeout', '0'], 2, '--timeout'),
-    (['msllm-eval', 'missing_run'], 2, 'missing_run'),
-    (['msllm-eval', 'missing_run', '--limit', '0'], 2, '--limit'),
-    (['msllm-lm-eval'], 2, 'msllm-lm-eval'),
-    (['msllm-lm-eval', '--model', 'msllm', '--model_args', 'ckpt=missing_run', '--tasks', 'msllm_cont_en', '--limit', '0'], 2, '--limit'),
-    (['msllm-sft', 'missing.jsonl', '--tokenizer', 'missing.model'], 2, 'missing'),
-    (['msllm-sft', 'chats.jsonl', '--tokenizer', 'corpus.txt'], 2, 'corpus.txt'),
+    ('msllm-env', ['--device', 'TPU'], 2, '--device'),
+    ('msllm-clean', ['missing.txt', '--out', 'out.txt'], 2, 'missing.txt'),
+    ('msllm-clean', ['corpus.txt', '--out', 'out.txt', '--workers', '0'], 2, '--workers'),
+    ('msllm-bpe', ['missing.txt', '--out', 'tok'], 2, 'missing.txt'),
+    ('msllm-bpe', ['corpus.txt', '--out', 'tok', '--vocab_size', 'nan'], 2, '--vocab_size'),
+    ('msllm-shard', ['corpus.txt', '--tokenizer', 'corpus.txt', '--out', 'shards'], 2, 'corpus.txt'),
+    ('msllm-shard', ['corpus.txt', '--tokenizer', 'missing.model', '--out', 'shards', '--shard_mb', '0'], 2, '--shard_mb'),
+    ('msllm-convert', ['missing_hf', 'out'], 2, 'missing_hf'),
+    ('msllm-parity', ['missing_hf', '--ckpt', 'missing.ckpt'], 2, 'missing'),
+    ('msllm-roadmap', ['--nbs', 'missing'], 2, '--nbs'),
+    ('msllm-roadmap', ['--workers', '0'], 2, '--workers'),
+    ('train_llm', ['--config', 'missing.yaml'], 2, 'missing.yaml'),
+    ('train_llm', ['--config', 'broken.yaml', '--check'], 2, 'broken.yaml'),
+    ('train_llm', ['--set', 'lr=inf', '--check'], 2, 'lr'),
+    ('train_llm', ['--set', 'grad_clip=nan', '--check'], 2, 'grad_clip'),
+    ('train_llm', ['--set', 'seq_len=1', '--check'], 2, 'seq_len'),
+    ('train_llm', ['--set', 'steps=abc', '--check'], 2, 'steps'),
+    ('msllm-memory', ['--config', 'missing.yaml'], 2, 'missing.yaml'),
+    ('msllm-memory', ['--devices', '-1'], 2, '--devices'),
+    ('msllm-doctor', ['missing_run'], 2, 'missing_run'),
+    ('msllm-doctor', ['corpus.txt'], 2, 'corpus.txt'),
+    ('msllm-commcheck', ['--iters', '0'], 2, '--iters'),
+    ('msllm-commcheck', ['--sizes', 'abc'], 2, '--sizes'),
+    ('msllm-commcheck', ['--timeout', '0'], 2, '--timeout'),
+    ('msllm-eval', ['missing_run'], 2, 'missing_run'),
+    ('msllm-eval', ['missing_run', '--limit', '0'], 2, '--limit'),
+    ('msllm-lm-eval', [], 2, 'msllm-lm-eval'),
+    ('msllm-lm-eval', ['--model', 'msllm', '--model_args', 'ckpt=missing_run', '--tasks', 'msllm_cont_en', '--limit', '0'], 2, '--limit'),
+    ('msllm-sft', ['missing.jsonl', '--tokenizer', 'missing.model'], 2, 'missing'),
+    ('msllm-sft', ['chats.jsonl', '--tokenizer', 'corpus.txt'], 2, 'corpus.txt'),
 ]
 
 
-@pytest.mark.parametrize('cmd,code,names', CASES, ids=[' '.join(c[0]) for c in CASES])
-def test_a_wrong_input_gets_one_line_and_writes_nothing(tmp_path, cmd, code, names):
+@pytest.mark.parametrize('name,argv,code,names', CASES, ids=[' '.join([c[0], *c[1]]) for c in CASES])
+def test_a_wrong_input_gets_one_line_and_writes_nothing(tmp_path, name, argv, code, names):
     (tmp_path / 'corpus.txt').write_text('one line of text\nanother line\n', encoding='utf-8')
     (tmp_path / 'broken.yaml').write_text('steps: 10\nmodel: {preset: tiny\n', encoding='utf-8')
     (tmp_path / 'chats.jsonl').write_text(json.dumps({'messages': [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'hello'}]}) + '\n')
     before = sorted(p.name for p in tmp_path.iterdir())
-    r = run(cmd, tmp_path)
+    r = run(name, argv, tmp_path)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode == code, f'exit {r.returncode}: {r.stderr[-1500:]}'
     assert 'Traceback' not in r.stderr + r.stdout, r.stderr[-3000:]
@@ -134,7 +135,7 @@ def test_a_wrong_input_gets_one_line_and_writes_nothing(tmp_path, cmd, code, nam
 
 
 def test_every_command_has_a_case():
-    assert {c[0][0] for c in CASES} == set(SCRIPTS)
+    assert {c[0] for c in CASES} == set(SCRIPTS)
 
 
 # Where the project starts one of its own commands: a list whose first item is a bare command name, or `which(name)`.
@@ -148,12 +149,12 @@ def sources():
             if c['cell_type'] == 'code': yield f'{nb.name} cell {i}', ''.join(c['source'])
     for d in ('msllm_nb', 'tests', 'bench'):
         for f in sorted((ROOT / d).rglob('*.py')):
-            if f.name not in ('_modidx.py', 'test_cli.py'):  # this file's CASES name commands that `run` finds in BIN
+            if f.name != '_modidx.py':
                 yield str(f.relative_to(ROOT)), f.read_text(encoding='utf-8')
 
 
 def test_commands_are_found_through_the_interpreter_not_the_path():
-    """A newcomer's shell has no venv on PATH: `subprocess.run(['msllm-sft', ...])` fails there (FileNotFoundError).
+    """A newcomer's shell has no venv on PATH: `msllm-sft` started by its bare name fails there (FileNotFoundError).
     Commands are started as `Path(sys.executable).parent/'msllm-sft'` (or `python -m`)."""
     found = [f'{where}: {m.group(0)}' for where, text in sources() for m in BARE.finditer(text)
              if "sys.argv" not in text[max(0, m.start() - 40):m.start()]]  # setting argv[0] for an in-process call is not a launch
@@ -161,8 +162,9 @@ def test_commands_are_found_through_the_interpreter_not_the_path():
 
 
 def test_the_check_finds_a_bare_command():
-    assert BARE.search("r = subprocess.run(['msllm-sft', str(user_file)])")
-    assert BARE.search("r = subprocess.run(['msrun', '--worker_num=2', f'--log_dir={logs}'])")
+    launch = 'subprocess.run(['  # split from the names, so that this file's own source holds no bare launch
+    assert BARE.search("r = " + launch + "'msllm-sft', str(user_file)])")
+    assert BARE.search(launch + "'msrun', '--worker_num=2', f'--log_dir={logs}'])")
     assert not BARE.search("subprocess.run([str(Path(sys.executable).parent/'msllm-sft'), x])")
 
 
