@@ -9,6 +9,7 @@ def pytest_configure(config):
     for m in ('slow: takes minutes', 'cluster: launches several processes (msrun/mpirun)',
               'gpu: needs an NVIDIA GPU', 'ascend: needs an Ascend NPU'):
         config.addinivalue_line('markers', m)
+    if getattr(config.option, 'dist', None) == 'loadgroup': config.option.loadscopereorder = False  # the controller: keep `longest_first`'s order
 
 
 @pytest.fixture(scope='session')
@@ -42,12 +43,27 @@ def msrun_dp(tokens, tmp_path_factory):
 MULTI_PROCESS_FIXTURES = {'msrun_dp', 'zero_run'}
 
 
+# Longest first: xdist hands out groups in the order of their first test (its own reordering, by number of tests, would
+# start a one-test group that takes minutes last, with the other worker idle meanwhile). So the `slow` tests come first,
+# then the multi-process group, then the files with the most tests.
+def group_of(item):
+    multi = item.get_closest_marker('cluster') or MULTI_PROCESS_FIXTURES & set(getattr(item, 'fixturenames', ()))
+    return 'cluster' if multi else f'{item.path.stem}.{item.name}' if item.get_closest_marker('slow') else item.path.stem
+
+
+def longest_first(items, groups):
+    "items reordered group by group: slow groups, then 'cluster', then the groups with the most tests; stable within a group."
+    size = {g: groups.count(g) for g in groups}
+    rank = lambda g: (0 if '.' in g else 1 if g == 'cluster' else 2, -size[g])
+    order = sorted(range(len(items)), key=lambda i: (rank(groups[i]), groups.index(groups[i]), i))
+    return [items[i] for i in order]
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into each test's id
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        multi = item.get_closest_marker('cluster') or MULTI_PROCESS_FIXTURES & set(getattr(item, 'fixturenames', ()))
-        group = 'cluster' if multi else f'{item.path.stem}.{item.name}' if item.get_closest_marker('slow') else item.path.stem
-        item.add_marker(pytest.mark.xdist_group(group))
+    groups = [group_of(item) for item in items]
+    for item, group in zip(items, groups): item.add_marker(pytest.mark.xdist_group(group))
+    if getattr(config.option, 'loadgroup', False): items[:] = longest_first(items, groups)
 
 
 def pytest_collection_finish(session):

@@ -8,19 +8,18 @@ import msllm_nb.formats as msf
 import msllm_nb.fixtures as mfx
 import msllm_nb.convert as cv
 from msllm_nb.course import run_reference
+from train_helpers import run_in_process, make_tiny_hfs
 
 BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope='session')  # session: built once per pytest-xdist worker, however the worker interleaves files
 def fx(tmp_path_factory):
-    "Tiny HF fixtures built by transformers in a child process."
+    "Tiny HF fixtures built by transformers, all five in one child process (each child imports torch and MindSpore)."
     d = tmp_path_factory.mktemp('fx')
-    return {'llama': Path(run_reference(mfx.make_tiny_hf, d / 'llama', 'llama')),
-            'qwen2': Path(run_reference(mfx.make_tiny_hf, d / 'qwen2', 'qwen2')),
-            'sharded': Path(run_reference(mfx.make_tiny_hf, d / 'sharded', 'qwen2', 0, 'float32', '100KB')),
-            'bin': Path(run_reference(mfx.make_tiny_hf, d / 'bin', 'qwen2', 0, 'float32', None, False)),
-            'mistral': Path(run_reference(mfx.make_tiny_hf, d / 'mistral', 'mistral'))}
+    specs = {'llama': (d / 'llama', 'llama'), 'qwen2': (d / 'qwen2', 'qwen2'), 'sharded': (d / 'sharded', 'qwen2', 0, 'float32', '100KB'),
+             'bin': (d / 'bin', 'qwen2', 0, 'float32', None, False), 'mistral': (d / 'mistral', 'mistral')}
+    return dict(zip(specs, map(Path, run_reference(make_tiny_hfs, list(specs.values())))))
 
 
 def test_mistral_layout_converts_and_matches(fx, tmp_path):
@@ -90,23 +89,23 @@ def test_cli_errors_name_file_and_key(fx, tmp_path):
     bad = tmp_path / 'bad'; shutil.copytree(fx['qwen2'], bad)
     c = json.loads((bad / 'config.json').read_text()); c['hidden_size'] = 32; c['num_attention_heads'] = 2
     c['num_key_value_heads'] = 1; (bad / 'config.json').write_text(json.dumps(c))
-    r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
+    r = run_in_process('msllm-convert', bad, tmp_path / 'x.ckpt')
     assert r.returncode == 1 and 'does not match its config' in r.stderr
     assert 'model.embed_tokens.weight has shape (512, 64), config implies (512, 32)' in r.stderr
     c['architectures'] = ['GPTNeoXForCausalLM']; c['model_type'] = 'gpt_neox'; (bad / 'config.json').write_text(json.dumps(c))
-    r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
+    r = run_in_process('msllm-convert', bad, tmp_path / 'x.ckpt')
     assert r.returncode == 1 and "config.json: unknown architecture ['GPTNeoXForCausalLM']" in r.stderr
-    r = cli(BIN / 'msllm-convert', tmp_path / 'nowhere', tmp_path / 'x.ckpt')
+    r = run_in_process('msllm-convert', tmp_path / 'nowhere', tmp_path / 'x.ckpt')
     assert r.returncode == 2 and 'nowhere: no such file or folder' in r.stderr
     (tmp_path / 'nocfg').mkdir()
-    r = cli(BIN / 'msllm-convert', tmp_path / 'nocfg', tmp_path / 'x.ckpt')
+    r = run_in_process('msllm-convert', tmp_path / 'nocfg', tmp_path / 'x.ckpt')
     assert r.returncode == 2 and 'nocfg/config.json: missing' in r.stderr
     assert not (tmp_path / 'x.ckpt').exists()
-    r = cli(BIN / 'msllm-convert', fx['qwen2'], tmp_path / 'b.ckpt', '--dtype', 'bfloat16')  # refused up front, exit 2
+    r = run_in_process('msllm-convert', fx['qwen2'], tmp_path / 'b.ckpt', '--dtype', 'bfloat16')  # refused up front, exit 2
     assert r.returncode == 2 and r.stderr.strip() == 'msllm-convert: --dtype bfloat16: choose float32 or float16 (bf16 sources are widened to float32 exactly)'
     assert not list(tmp_path.glob('b.ckpt*')), list(tmp_path.glob('b.ckpt*'))  # no .partial left
     c['architectures'] = ['Qwen2ForCausalLM']; c['model_type'] = 'qwen2'; (bad / 'config.json').write_text(json.dumps(c))
-    r = cli(BIN / 'msllm-convert', bad, tmp_path / 'x.ckpt')
+    r = run_in_process('msllm-convert', bad, tmp_path / 'x.ckpt')
     assert r.returncode == 1 and 'does not match its config' in r.stderr and 'msllm-convert --force' in r.stderr  # the CLI's flag
 
 
@@ -395,7 +394,7 @@ def test_odd_paths_are_one_line(fx, tmp_path):
                               (('--reverse', fx['llama'] / 'model.safetensors', tmp_path / 'y'), 2, ['model.yaml', 'missing']),
                               (('--reverse', ck, tmp_path / 'y', '--tokenizer', tmp_path / 'notes.txt'), 2, ['--tokenizer', 'notes.txt']),
                               (('--reverse', ck, tmp_path / 'y', '--tokenizer', tmp_path / 'nope.model'), 2, ['--tokenizer', 'nope.model'])]:
-        r = cli(BIN / 'msllm-convert', *args)
+        r = cli(BIN / 'msllm-convert', *args) if args[0] == tmp_path / 'f.txt' else run_in_process('msllm-convert', *args)  # one real process
         lines = r.stderr.strip().splitlines()
         assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (args, r.returncode, r.stderr[-2000:])
         assert all(str(n) in lines[0] for n in names), (args, lines[0])
@@ -410,11 +409,12 @@ def test_parity_cli_refuses_bad_input_before_any_compute(fx, tmp_path):
                         (('--n_gen', '1000'), ['--n_gen 1000', 'max_position_embeddings 256']),
                         (('--json_file', tmp_path / 'out'), ['--json_file', 'a folder']),
                         (('--ckpt', tmp_path / 'nope.ckpt'), ['--ckpt', 'nope.ckpt']), (('--ckpt', tmp_path / 'f.txt'), ['--ckpt', 'f.txt'])]:
-        r = cli(BIN / 'msllm-parity', fx['llama'], '--ckpt', tmp_path / 'l.ckpt', *args) if '--ckpt' not in args else cli(BIN / 'msllm-parity', fx['llama'], *args)
+        argv = (fx['llama'], '--ckpt', tmp_path / 'l.ckpt', *args) if '--ckpt' not in args else (fx['llama'], *args)
+        r = cli(BIN / 'msllm-parity', *argv) if args == ('--n_gen', '0') else run_in_process('msllm-parity', *argv)  # one real process
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and 'Traceback' not in r.stderr, (args, r.returncode, r.stderr[-2000:])
         assert all(str(n) in lines[0] for n in names), (args, lines[0])
     for hf in (tmp_path / 'nope', tmp_path / 'f.txt'):
-        r = cli(BIN / 'msllm-parity', hf)
+        r = run_in_process('msllm-parity', hf)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and str(hf) in r.stderr, r.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ['f.txt', 'l.ckpt', 'l.yaml', 'out'] and not list((tmp_path / 'out').iterdir())

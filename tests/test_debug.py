@@ -10,9 +10,9 @@ ROOT_OK = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}
 
 
 def small(tokens, out, *extra):
-    "train_llm arguments for a short run of a 2-layer model on 64-token windows."
+    "train_llm arguments for a short run of a 1-layer model on 64-token windows."
     return ['--config', 'tiny', '--out', str(out), '--set', f'token_dir={tokens}', 'steps=8', 'batch_size=4', 'seq_len=64',
-            'model.num_hidden_layers=2', 'warmup_steps=1', 'val_every=4', 'save_every=4', 'keep=2', 'progress=false',
+            'model.num_hidden_layers=1', 'warmup_steps=1', 'val_every=4', 'save_every=4', 'keep=2', 'progress=false',
             'sample_prompts=[]', *extra]
 
 

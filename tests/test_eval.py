@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 import pytest
 import msllm_nb.train_llm as tl
-from train_helpers import BIN, args, run, STEPS
+from train_helpers import BIN, args, run, STEPS, run_in_process
 
 EVAL = ['eval_every=6', 'eval_limit=8', 'eval_tasks=[msllm_cont_en,msllm_bpb_en_wiki]']
 
@@ -54,8 +54,8 @@ def test_bad_input_is_one_line_and_exit_2(trained, tmp_path):
              ([trained / 'run', '--texts', tmp_path / 'no.txt'], 'no.txt: no such file'),
              ([trained / 'run', '--limit', '0'], "argument --limit: '0': expected a whole number ≥ 1"),
              ([trained / 'run', '--batch_size', '0'], "argument --batch_size: '0': expected a whole number ≥ 1")]  # 0 once put every request in one pass: out of memory
-    for a, says in cases:
-        p = run([BIN / 'msllm-eval', *a])
+    for i, (a, says) in enumerate(cases):
+        p = run([BIN / 'msllm-eval', *a]) if i == 0 else run_in_process('msllm-eval', *a)  # one real process
         assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, (a, p.stderr[-1500:])
 
 
@@ -192,8 +192,9 @@ def test_numeric_flags_declare_bounds_and_refuse_what_is_outside():
 def test_msllm_eval_flags_and_paths_are_one_line(tmp_path):
     cases = [(['--limit', 'nan'], '--limit'), (['--bpb_docs', '-1'], '--bpb_docs'), (['--batch_size', 'inf'], '--batch_size'),
              (['--mode', 'fast'], '--mode'), (['--device', 'tpu'], '--device'), ([], 'no_model')]
-    for a, says in cases:
-        p = run([BIN / 'msllm-eval', tmp_path / 'no_model', *a, '--out', tmp_path / 'out'])
+    for i, (a, says) in enumerate(cases):
+        argv = [tmp_path / 'no_model', *a, '--out', tmp_path / 'out']
+        p = run([BIN / 'msllm-eval', *argv]) if i == 0 else run_in_process('msllm-eval', *argv)  # one real process
         err = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(err) == 1 and says in err[0], (a, p.stderr[-1500:])
     assert not (tmp_path / 'out').exists()

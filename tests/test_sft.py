@@ -17,13 +17,13 @@ STEPS = 8
 
 @pytest.fixture(scope='session')
 def sft_data(tmp_path_factory):
-    "An SFT folder of 400 built conversations (windows of 128) and a freshly initialised 2-layer tiny model to start from."
+    "An SFT folder of 400 built conversations (windows of 128) and a freshly initialised 1-layer tiny model to start from."
     d = tmp_path_factory.mktemp('sft_data')
     S.build_instructions([tl.sample_tokens().parent / 'clean'], d / 'instr')
     conv = S.read_conversations([d / 'instr' / 'train.jsonl'])
     items = conv.items[:]; random.Random(0).shuffle(items)
     S.write_sft_folder(S.Conversations(items[:400], conv.dropped, conv.examples), tl.sample_tokens() / 'tokenizer.model', d / 'sft', 128)
-    cfg = msm.LlamaConfig(**{**msm.PRESETS['tiny'].__dict__, 'vocab_size': 8192, 'max_position_embeddings': 256, 'num_hidden_layers': 2})
+    cfg = msm.LlamaConfig(**{**msm.PRESETS['tiny'].__dict__, 'vocab_size': 8192, 'max_position_embeddings': 256, 'num_hidden_layers': 1})
     save_ms_weights({p.name: p.asnumpy() for p in msm.LlamaForCausalLM(cfg).get_parameters()}, d / 'base' / 'model.ckpt', cfg)
     return d
 

@@ -9,9 +9,10 @@ STEPS = 12
 
 
 def args(tokens, out, *extra, batch=8):
-    "The tiny config cut to 2 layers and 64-token windows (a third of the full model's CPU time per run): 12 steps of 8 × 64."
+    """The tiny config cut to one layer and 64-token windows: 12 steps of 8 × 64. What these runs check (resume, layouts,
+    launchers, refusals) holds at any depth; a run's time is mostly the process start and the graph compile, which grow with it."""
     return ['--config', 'tiny', '--out', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', f'batch_size={batch}',
-            'seq_len=64', 'model.num_hidden_layers=2', 'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
+            'seq_len=64', 'model.num_hidden_layers=1', 'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
 
 
 def run(cmd, timeout=600, extra_env=None, **kw):
@@ -125,3 +126,28 @@ def one_line(r, code, *names):
     assert r.returncode == code and len(lines) == 1 and 'Traceback' not in r.stderr, (r.returncode, r.stderr[-2000:])
     assert all(str(n) in lines[0] for n in names), lines[0]
     return lines[0]
+
+
+def make_tiny_hfs(specs):
+    "`fixtures.make_tiny_hf(*spec)` for each spec, in this process (meant for one `run_reference` child for them all)."
+    from msllm_nb.fixtures import make_tiny_hf
+    return [make_tiny_hf(*spec) for spec in specs]
+
+
+def run_in_process(name, *argv, cwd=None):
+    """Console script `name` (the file pip wrote into the interpreter's bin folder) run in this process on `argv`, as a
+    CompletedProcess (exit code, stdout, stderr). For the many refusal cases of a test, which end before any compute: a
+    subprocess would spend ~3 s of each case starting Python and importing MindSpore. Each such test keeps one case as a
+    real subprocess, which also sees what the C++ side prints."""
+    import contextlib, io, runpy
+    out, err, argv0, cwd0 = io.StringIO(), io.StringIO(), sys.argv, os.getcwd()
+    sys.argv = [str(BIN / name), *map(str, argv)]
+    try:
+        if cwd: os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try: runpy.run_path(str(BIN / name), run_name='__main__'); code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+                if isinstance(e.code, str): print(e.code, file=sys.stderr)
+    finally: sys.argv = argv0; os.chdir(cwd0)
+    return subprocess.CompletedProcess([name, *argv], code, out.getvalue(), err.getvalue())
