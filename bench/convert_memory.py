@@ -58,7 +58,7 @@ def peak_rss(code, src, dst):
 
 
 def main():
-    from msllm_nb.course import run_reference
+    from msllm_nb.procs import run_reference
     import msllm_nb.fixtures as fx
     hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     gg = str(fx.smollm2_gguf())

@@ -77,7 +77,7 @@ def hf_side(hf_dir, reqs):
 
 def main():
     import msllm_nb.fixtures as fx
-    from msllm_nb.course import run_reference
+    from msllm_nb.procs import run_reference
     import eval_throughput as H  # this file as a module: the child processes import the functions by name
     from msllm_nb.shards import sample_tokens
     sample_tokens()  # built once, here, before any timed process

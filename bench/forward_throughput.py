@@ -82,7 +82,7 @@ def main():
     import mindspore as ms
     import msllm_nb.fixtures as fx
     import msllm_nb.convert as cv
-    from msllm_nb.course import run_reference
+    from msllm_nb.procs import run_reference
     import forward_throughput as H  # this file as a module: spawned children import the functions by name
     hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     with tempfile.TemporaryDirectory() as tmp:

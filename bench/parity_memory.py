@@ -46,7 +46,7 @@ def reference_with_peak(hf, ids, n_gen):
 
 
 def main():
-    from msllm_nb.course import run_reference
+    from msllm_nb.procs import run_reference
     import msllm_nb.fixtures as fx
     import msllm_nb.convert as cv
     hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))

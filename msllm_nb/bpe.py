@@ -249,7 +249,7 @@ def bpe_cli(inputs:Param('cleaned JSON-lines files or folders (msllm-clean outpu
         rep = train_bpe(inputs, out, vocab_size, character_coverage, input_sentence_size)
         rep['coverage'] = coverage(rep['model'], inputs)
     if hf:
-        from msllm_nb.course import run_reference
+        from msllm_nb.procs import run_reference
         import msllm_nb.bpe as this
         texts, what = check_texts(inputs)
         rep['hf'] = {**run_reference(this.export_hf_tokenizer, rep['model'], str(out) + '_hf', texts), 'checked_on': what}

@@ -196,7 +196,7 @@ def write_hf_tokenizer(tok:str|Path, # a tokenizer folder, a tokenizer.json, or 
     if tok.is_dir() and ((tok/'tokenizer.json').is_file() or (tok/'tokenizer_config.json').is_file()): files = [tok/n for n in _TOKENIZER_FILES]
     elif tok.is_file() and tok.suffix == '.json': files = [tok] + [tok.parent/n for n in ('tokenizer_config.json', 'special_tokens_map.json')]
     else:
-        from msllm_nb.course import run_reference
+        from msllm_nb.procs import run_reference
         import msllm_nb.bpe as B
         model = tok/'tokenizer.model' if tok.is_dir() else tok
         rep = run_reference(B.export_hf_tokenizer, str(model), str(dst), TOKENIZER_CHECK)

@@ -14,7 +14,7 @@ from mindspore import Tensor
 from fastcore.script import call_parse, Param
 from .cli import UsageError, answers, count
 from .env import use_device
-from .course import run_reference
+from .procs import run_reference
 from .model import LlamaForCausalLM, generate
 from .convert import convert_hf_to_ms
 from .formats import load_model

@@ -17,7 +17,7 @@ from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
 from .bpe import iter_clean_texts, export_hf_tokenizer, utf8_lines
 from .shards import group_of
-from .course import import_quietly
+from .procs import import_quietly
 from .train_step import causal_nll
 from .cli import UsageError, RunFailure, answers, bounded, Bounds, natural
 

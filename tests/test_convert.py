@@ -7,7 +7,7 @@ import msllm_nb.model as M
 import msllm_nb.formats as msf
 import msllm_nb.fixtures as mfx
 import msllm_nb.convert as cv
-from msllm_nb.course import run_reference
+from msllm_nb.procs import run_reference
 from train_helpers import run_in_process, make_tiny_hfs
 
 BIN = Path(sys.executable).parent

@@ -5,6 +5,7 @@ import importlib.metadata as md
 import pytest
 import msllm_nb.env as E
 import msllm_nb.course as C
+import msllm_nb.procs as P
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -105,18 +106,18 @@ def test_console_script_gpu_missing_is_one_line(tmp_path):
 
 
 def test_reference_runs_in_a_child_process():
-    code = ('import sys, msllm_nb.course as C; p = C.run_reference(C.torch_probe); '
+    code = ('import sys, msllm_nb.procs as C; p = C.run_reference(C.torch_probe); '
             'assert "torch" not in sys.modules; print(p["installed"])')
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(E.dist_version('torch') is not None)
     with pytest.raises(RuntimeError, match='died without a result'):
-        C.run_reference(os._exit, 3)
+        P.run_reference(os._exit, 3)
 
 
 def test_reference_from_a_script_without_main_guard(tmp_path):
     "A plain script (no `if __name__ == '__main__':`) may call it: the child never re-imports the script."
-    (tmp_path / 'plain.py').write_text('import os, msllm_nb.course as C\nprint("child", C.run_reference(os.getpid) != os.getpid())\n')
+    (tmp_path / 'plain.py').write_text('import os, msllm_nb.procs as C\nprint("child", C.run_reference(os.getpid) != os.getpid())\n')
     r = subprocess.run([sys.executable, tmp_path / 'plain.py'], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.splitlines() == ['child True'], (r.stdout, r.stderr[-2000:])  # printed once: not re-run
 

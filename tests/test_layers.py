@@ -1,12 +1,14 @@
 """The package's import graph, function-level imports included, follows the chapters' layers: nothing imports upward.
 
-Layers, lowest first: cli (00: how every command answers bad input) < env (00) < course (00·1: reference processes, the notebook runner, the roadmap) < ledger (00·2:
-the tutorial's claims checked) < clean_kernels (01 bonus: the cleaner's compiled loops) < clean (01) < bpe (02) < shards (03) < model (04·0) < formats (04·1: checkpoint files)
-< convert (04) < fixtures (04·2: test models) < parity (05) < eval (09: what a model learned; the trainer calls it) < train_step (06·0:
-the loss, the optimizer, the one step cell, the config) < sft (10: conversations, packed windows and their loss, LoRA; a data
-format the loop reads) < launch (06·4: msrun, mpirun, the collectives) < checkpoints (06·2) < metrics (06·3: the log,
-MFU, the profiler) < batches (06·1: each rank's rows of a global batch) < zero (07: the strategies composed around the
-step) < train_llm (06: the loop and the script) < debug (08). A module may import only modules of its own or a lower layer.
+Layers, lowest first: cli (00·0: how every command answers bad input) < procs (00·1: reference work in its own process,
+MindFormers imported quietly) < env (00) < clean_kernels (01 bonus: the cleaner's compiled loops) < clean (01) < bpe (02) < shards (03)
+< model (04·0) < formats (04·1: checkpoint files) < convert (04) < fixtures (04·2: test models) < parity (05) < eval (09: what a
+model learned; the trainer calls it) < train_step (06·0: the loss, the optimizer, the one step cell, the config) < sft (10:
+conversations, packed windows and their loss, LoRA; a data format the loop reads) < launch (06·4: msrun, mpirun, the
+collectives) < checkpoints (06·2) < metrics (06·3: the log, MFU, the profiler) < batches (06·1: each rank's rows of a global
+batch) < zero (07: the strategies composed around the step) < train_llm (06: the loop and the script) < debug (08). Beside the
+library, above it: the course tooling, ledger (00·2: the tutorial's claims checked) and course (00·1: the notebook runner,
+the roadmap), which the library never imports. A module may import only modules of its own or a lower layer.
 KNOWN_UPWARD lists upward imports tolerated for now, each with the issue that removes it: the test fails on any
 other, and on a listed one that has gone (so that the list cannot go stale). Today it is empty.
 """
@@ -14,8 +16,9 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / 'msllm_nb'
-LAYERS = ['cli', 'env', 'course', 'ledger', 'clean_kernels', 'clean', 'bpe', 'shards', 'model', 'formats', 'convert', 'fixtures', 'parity', 'eval', 'train_step', 'sft',
-          'launch', 'checkpoints', 'metrics', 'batches', 'zero', 'train_llm', 'debug']
+LAYERS = ['cli', 'procs', 'env', 'clean_kernels', 'clean', 'bpe', 'shards', 'model', 'formats', 'convert', 'fixtures', 'parity', 'eval', 'train_step', 'sft',
+          'launch', 'checkpoints', 'metrics', 'batches', 'zero', 'train_llm', 'debug',
+          'ledger', 'course']  # the course tooling: beside the library, never below it
 KNOWN_UPWARD = {}  # (importer, imported) → the issue that removes it
 
 

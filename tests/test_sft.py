@@ -160,7 +160,7 @@ def test_msllm_sft_on_a_new_users_file(tmp_path):
 @pytest.mark.slow
 def test_the_sft_smollm2_config_trains_smollm2_as_its_header_says(tmp_path):
     "configs/sft_smollm2.yaml, prepared with the two commands its header gives (SmolLM2 converted; the instruction set rendered with its template)."
-    from msllm_nb.course import run_reference
+    from msllm_nb.procs import run_reference
     import msllm_nb.fixtures as mfx
     hf = run_reference(mfx.build_smollm2_hf, str(mfx.fixture_dir() / 'smollm2-135m-instruct'))
     S.build_instructions([tl.sample_tokens().parent / 'clean'], tmp_path / 'instr')

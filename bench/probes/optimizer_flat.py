@@ -150,7 +150,7 @@ def measure(name, fields, reps):
 
 
 def main(reps=40):
-    from msllm_nb.course import run_reference
+    from msllm_nb.procs import run_reference
     import optimizer_flat as H  # this file as a module: the fresh processes import `measure` by name
     rows = ['| model | tensors | per tensor ms (train_llm) | flat, with its copies ms | flat, no copies ms | flat with copies ÷ per tensor | '
             f'flat alone ÷ per tensor | after {CHECK} updates: flat vs per tensor |', '|---|---|---|---|---|---|---|---|']
