@@ -143,16 +143,13 @@ def broken_task(course_tasks, d, kind):
 BROKEN = ['output_type', 'doc_to_text', 'doc_to_target', 'data_files', 'empty']
 
 
-def in_process(cli, argv, capsys, monkeypatch, prog):
-    "Run a console script's function in this process: (exit code, stderr lines, stdout)."
-    monkeypatch.setattr(sys, 'argv', [prog, *map(str, argv)])
-    with pytest.raises(SystemExit) as e: cli()
-    out, err = capsys.readouterr()
-    return e.value.code, err.strip().splitlines(), out
+def in_process(argv):
+    "msllm-lm-eval run in this process (`train_helpers.run_in_process`): (exit code, stderr lines, stdout)."
+    r = run_in_process(LM_EVAL, *argv)
+    return r.returncode, r.stderr.strip().splitlines(), r.stdout
 
 
-def test_msllm_lm_eval_checks_its_arguments_in_one_line(course_tasks, tmp_path, capsys, monkeypatch):
-    from msllm_nb.eval import lm_eval_cli
+def test_msllm_lm_eval_checks_its_arguments_in_one_line(course_tasks, tmp_path):
     base = ['--model', 'msllm', '--model_args', f'ckpt={tmp_path}', '--tasks', 'msllm_cont_en', '--include_path', course_tasks]
     cases = [([], '--tasks'), (base + ['--limit', '0'], '--limit'), (base + ['--limit', 'abc'], '--limit'), (base + ['--limit', 'nan'], '--limit'),
              (base + ['--limit', '2.5'], '--limit'), (base + ['--num_fewshot', '-1'], '--num_fewshot'), (base + ['--batch_size', '0'], '--batch_size'),
@@ -160,7 +157,7 @@ def test_msllm_lm_eval_checks_its_arguments_in_one_line(course_tasks, tmp_path, 
              (base[:-1] + [tmp_path / 'no_such_folder'], '--include_path'), (base + ['--config', tmp_path / 'no.yaml'], 'no.yaml'),
              (base + ['--device', 'tpu'], '--device'), (base + ['--output_path', tmp_path / 'out', '--limit', '-1'], '--limit')]
     for argv, says in cases:
-        code, err, out = in_process(lm_eval_cli, argv, capsys, monkeypatch, LM_EVAL)
+        code, err, out = in_process(argv)
         assert code == 2 and len(err) == 1 and err[0].startswith(f'{LM_EVAL}: ') and says in err[0], (argv, err)
     assert not (tmp_path / 'out').exists()  # nothing written
 
@@ -201,8 +198,8 @@ def test_msllm_eval_flags_and_paths_are_one_line(tmp_path):
 
 
 @pytest.mark.parametrize('kind', BROKEN)
-def test_a_broken_task_file_is_one_line_naming_it_before_any_scoring(course_tasks, tmp_path, kind, capsys, monkeypatch):
-    from msllm_nb.eval import eval_cli, lm_eval_cli
+def test_a_broken_task_file_is_one_line_naming_it_before_any_scoring(course_tasks, tmp_path, kind, capsys):
+    from msllm_nb.eval import eval_cli
     from msllm_nb.shards import sample_tokens
     d = tmp_path / 'tasks'
     says = broken_task(course_tasks, d, kind)
@@ -213,9 +210,8 @@ def test_a_broken_task_file_is_one_line_naming_it_before_any_scoring(course_task
     out, err = capsys.readouterr()
     err = err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and str(d / 'msllm_cont_en.yaml') in err[0] and says in err[0] and not out, err
-    code, err, out = in_process(lm_eval_cli, ['--model', 'msllm', '--model_args', f'ckpt={ck},tokenizer={sample_tokens() / "tokenizer.model"}',
-                                              '--tasks', 'msllm_cont_en', '--include_path', d],
-                                capsys, monkeypatch, LM_EVAL)
+    code, err, out = in_process(['--model', 'msllm', '--model_args', f'ckpt={ck},tokenizer={sample_tokens() / "tokenizer.model"}',
+                                 '--tasks', 'msllm_cont_en', '--include_path', d])
     assert code == 2 and len(err) == 1 and str(d / 'msllm_cont_en.yaml') in err[0] and says in err[0], err
 
 
