@@ -16,6 +16,10 @@ requirements = cfg.get('requirements', '').split()
 dev_requirements = cfg.get('dev_requirements', '').split()
 # The PyTorch reference side. torch==2.13.0 pins a CPU wheel; a bare `torch` pulls GBs of CUDA libraries.
 hf_requirements = cfg.get('hf_requirements', 'torch==2.13.0 transformers accelerate').split()
+plugins = {}  # the loop's plugins (06·6): settings.ini's `group: name = module:object` lines, as entry points
+for line in filter(None, cfg.get('plugins', '').split('\n')):
+    group, spec = line.split(':', 1)
+    plugins.setdefault(group.strip(), []).append(spec.strip())
 lic = licenses[cfg['license']]
 min_python = cfg['min_python']
 
@@ -39,6 +43,6 @@ setuptools.setup(
     long_description_content_type='text/markdown',
     zip_safe=False,
     entry_points={'console_scripts': cfg.get('console_scripts', '').split('\n'),
-                  'nbdev': [f'{cfg["lib_path"]}={cfg["lib_path"]}._modidx:d']},
+                  'nbdev': [f'{cfg["lib_path"]}={cfg["lib_path"]}._modidx:d'], **plugins},
     author=cfg['author'], author_email=cfg['author_email'], description=cfg['description'],
     keywords=cfg['keywords'])

@@ -12,6 +12,7 @@ import numpy as np
 import msllm_nb.shards as mss
 from .shards import UniformSampler, MixedSampler, GroupedWindows, GlobalBatches, step_batches  # chapter 03: the loader
 from .cli import UsageError  # chapter 00: a mistake in the config is one line naming its key
+from .plugins import plugin  # 06·6: a folder of another format is read by the plugin of that name
 _all_ = ['UniformSampler', 'MixedSampler', 'GroupedWindows', 'GlobalBatches', 'step_batches']  # the trainer's whole data floor is this module
 
 # %% auto #0
@@ -28,15 +29,10 @@ class WindowRange:
         return self.w[self.lo + i]
 
 def data_format(token_dir:str|Path):
-    """The module that reads a data folder whose meta.json names a `format` other than chapter 03's tokens, else None.
-    Such a module gives `windows(folder, seq_len)` and `loss_cell(model, world)`; the loop does not change.
-    Chapter 10's packed conversations (`format: sft`) are the one so far."""
+    """How to read a data folder whose meta.json names a `format` other than chapter 03's tokens (a `DataFormat`), else
+    None. 06·6's registry answers by the format's name; chapter 10's packed conversations (`format: sft`) are one."""
     fmt = json.loads((Path(token_dir)/'meta.json').read_text()).get('format', 'tokens')
-    if fmt == 'tokens': return None
-    if fmt == 'sft':
-        import msllm_nb.sft as sft
-        return sft
-    raise ValueError(f'{token_dir}/meta.json: format {fmt!r} is unknown (tokens or sft)')
+    return None if fmt == 'tokens' else plugin('format', fmt, f'{token_dir}/meta.json: format')
 
 def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02,
                   mix:dict|None=None # group → weight: each group's windows apart (`split_groups`, below)

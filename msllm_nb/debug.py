@@ -449,16 +449,22 @@ def check_figures(recs:list[dict] # every record of a run's metrics.jsonl
 
 # %% ../nbs/08_debug.ipynb #919c40fd
 def check_ranks(run_dir:str|Path)->list[Finding]:
-    "Ranks whose final parameters differ (data parallel must keep them bitwise identical)."
-    d = {}
+    """Ranks that must hold bitwise identical parameters and do not: each data-parallel group of the mesh (06·4), the ranks
+    of one tensor slice and one pipeline stage (every rank of a plain data-parallel run). Ranks of different slices differ."""
+    slices = {}
     for p in sorted(Path(run_dir).glob('ranks/rank_*.json')):
-        d[json.loads(p.read_text())['rank']] = json.loads(p.read_text())['params_sha256']
-    if len(set(d.values())) <= 1: return []
+        r = json.loads(p.read_text())
+        slices.setdefault((r.get('tp', 0), r.get('pp', 0)), {})[r['rank']] = r['params_sha256']
+    return [f for (tp, pp), d in sorted(slices.items()) if (f := _diverged(d, f' (tp {tp}, pp {pp})' if len(slices) > 1 else ''))]
+
+def _diverged(digests:dict, where:str)->Finding|None:
+    "A `ranks_diverged` finding for ranks (rank → digest) that should agree and do not, else None."
+    if len(set(digests.values())) <= 1: return None
     groups = {}
-    for r, h in sorted(d.items()): groups.setdefault(h, []).append(r)
-    return [Finding('ranks_diverged', 'error', f'{len(d)} ranks end with {len(groups)} different parameter digests: '
-                    + '; '.join(f'ranks {v} {k[:10]}' for k, v in groups.items()),
-                    'gradients are not all-reduced (sync_grads false, or a custom step without the reducer): every rank trains its own model')]
+    for r, h in sorted(digests.items()): groups.setdefault(h, []).append(r)
+    return Finding('ranks_diverged', 'error', f'{len(digests)} ranks{where} end with {len(groups)} different parameter digests: '
+                   + '; '.join(f'ranks {v} {k[:10]}' for k, v in groups.items()),
+                   'gradients are not all-reduced (sync_grads false, or a custom step without the reducer): every rank trains its own model')
 
 def _vocab_of(run_dir:Path)->int|None:
     "The vocabulary size of a run's model, from a checkpoint's config (None without one)."

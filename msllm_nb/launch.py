@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
 import socket, subprocess, sys
+from dataclasses import dataclass
 import mindspore as ms
-
+from mindspore import nn, ops
 
 # %% auto #0
-__all__ = ['free_port', 'world_from_env', 'setup_openmpi', 'init_distributed']
+__all__ = ['DIMS', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed', 'Mesh', 'group_name', 'make_groups',
+           'group_allreduce', 'GroupGather', 'GroupBroadcast']
 
 # %% ../nbs/06_4_launch.ipynb #7caee341
 def free_port()->int:
@@ -21,8 +23,9 @@ def free_port()->int:
 def world_from_env()->tuple[int, int]:
     "(rank, world size) from the launcher's environment before any initialisation: msrun, Open MPI, or a single process."
     e = os.environ
-    if 'MS_WORKER_NUM' in e and e.get('MS_ROLE', 'MS_WORKER') == 'MS_WORKER':
-        return int(e.get('MS_NODE_ID', e.get('RANK_ID', 0)) or 0), int(e['MS_WORKER_NUM'])
+    if 'MS_WORKER_NUM' in e:  # an msrun worker, or msrun's scheduler: it runs the script too, and checks the job it schedules
+        worker = e.get('MS_ROLE', 'MS_WORKER') == 'MS_WORKER'
+        return int(e.get('MS_NODE_ID', e.get('RANK_ID', 0)) or 0) if worker else 0, int(e['MS_WORKER_NUM'])
     if 'OMPI_COMM_WORLD_SIZE' in e: return int(e['OMPI_COMM_WORLD_RANK']), int(e['OMPI_COMM_WORLD_SIZE'])
     return 0, 1
 
@@ -52,3 +55,58 @@ def init_distributed(port:int=8118)->tuple[int, int, subprocess.Popen|None]:
     init()
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     return get_rank(), get_group_size(), sched
+
+# %% ../nbs/06_4_launch.ipynb #1b2013aa
+DIMS = ('tp', 'dp', 'pp')  # fastest-varying first: a tensor-parallel group is consecutive ranks, pipeline stages outermost
+
+@dataclass(frozen=True)
+class Mesh:
+    "The layout of a job's ranks: the data, tensor and pipeline degrees, and where each rank sits."
+    dp: int = 1  # data parallel: ranks that read different rows of a global batch
+    tp: int = 1  # tensor parallel: ranks that hold slices of the same layers
+    pp: int = 1  # pipeline parallel: ranks that hold different layers
+    @property
+    def world(self)->int: return self.dp * self.tp * self.pp
+    def coords(self, rank:int)->dict:
+        "The coordinate of `rank` along each dimension."
+        return {'tp': rank % self.tp, 'dp': rank // self.tp % self.dp, 'pp': rank // (self.tp * self.dp)}
+    def rank_of(self, tp:int=0, dp:int=0, pp:int=0)->int: return (pp * self.dp + dp) * self.tp + tp
+    def group(self, dim:str, rank:int)->tuple:
+        "The ranks that share every coordinate of `rank` but `dim`: its group along `dim`, in coordinate order."
+        c = self.coords(rank)
+        return tuple(self.rank_of(**{**c, dim: i}) for i in range(getattr(self, dim)))
+
+# %% ../nbs/06_4_launch.ipynb #fc4be232
+def group_name(dim:str, ranks:tuple)->str: return f"{dim}_{'_'.join(map(str, ranks))}"
+
+def make_groups(mesh:Mesh, rank:int)->dict:
+    """dimension → the name of this rank's group along it, made with `create_group` (after `init`). None where no group is
+    needed: a dimension of one rank (nothing to exchange), or one that spans every rank (the collectives' default group)."""
+    from mindspore.communication import create_group
+    out = {}
+    for dim in DIMS:
+        ranks = mesh.group(dim, rank)
+        if len(ranks) in (1, mesh.world): out[dim] = None
+        else: create_group(out.setdefault(dim, group_name(dim, ranks)), list(ranks))
+    return out
+
+# %% ../nbs/06_4_launch.ipynb #cada4511
+def group_allreduce(group:str|None=None)->ops.AllReduce:
+    "A sum over the ranks of `group`, or of every rank (None: MindSpore's default, the world group)."
+    return ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce()
+
+class GroupGather(nn.Cell):
+    "`AllGather` in any group (None: every rank), from `AllReduce`: this rank's `x` in slot `index` of `size`, zeros elsewhere, summed."
+    def __init__(self, group:str|None, size:int, index:int):
+        super().__init__()
+        self.allreduce, self.size, self.index = group_allreduce(group), size, index
+    def construct(self, x):
+        zero = ops.zeros_like(x)
+        return self.allreduce(ops.stack([x if i == self.index else zero for i in range(self.size)]))
+
+class GroupBroadcast(nn.Cell):
+    "`Broadcast` from the group's member `root` in any group (None: every rank), from `AllReduce`: every other member sends zeros."
+    def __init__(self, group:str|None, is_root:bool):
+        super().__init__()
+        self.allreduce, self.is_root = group_allreduce(group), is_root
+    def construct(self, x): return self.allreduce(x if self.is_root else ops.zeros_like(x))

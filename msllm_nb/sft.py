@@ -18,16 +18,17 @@ import msllm_nb.model as msm
 from .bpe import iter_clean_texts, export_hf_tokenizer, utf8_lines
 from .shards import group_of
 from .procs import import_quietly
+from .plugins import DataFormat, Adapter  # 06·6: how this chapter plugs into the loop
 from .train_step import causal_nll
 from .cli import UsageError, RunFailure, answers, bounded, Bounds, natural
 
 # %% auto #0
-__all__ = ['COURSE_CHAT_TEMPLATE', 'HF_TOKENIZER_FILES', 'ROLES', 'PROBLEMS', 'ROWS', 'SYSTEM', 'LORA_TARGETS', 'chat_tokenizer',
-           'end_of_turn_id', 'conversation_problem', 'Conversations', 'read_conversations', 'Tokenized',
-           'tokenize_conversation', 'fit_window', 'pack', 'one_per_window', 'padding_share', 'packed_mask', 'PackedLM',
-           'SFTLossCell', 'labels_of', 'instructions_from', 'build_instructions', 'read_items', 'PackedRows',
-           'write_sft_folder', 'windows', 'loss_cell', 'sft_cli', 'prompt_ids', 'answer_scores', 'answer_logprobs',
-           'write_instruction_task', 'add_lora', 'merge_lora']
+__all__ = ['COURSE_CHAT_TEMPLATE', 'HF_TOKENIZER_FILES', 'ROLES', 'PROBLEMS', 'ROWS', 'SYSTEM', 'SFT_FORMAT', 'LORA_TARGETS',
+           'LORA', 'chat_tokenizer', 'end_of_turn_id', 'conversation_problem', 'Conversations', 'read_conversations',
+           'Tokenized', 'tokenize_conversation', 'fit_window', 'pack', 'one_per_window', 'padding_share', 'packed_mask',
+           'PackedLM', 'SFTLossCell', 'labels_of', 'instructions_from', 'build_instructions', 'read_items',
+           'PackedRows', 'write_sft_folder', 'windows', 'loss_cell', 'sft_cli', 'prompt_ids', 'answer_scores',
+           'answer_logprobs', 'write_instruction_task', 'add_lora', 'merge_lora']
 
 # %% ../nbs/10_sft.ipynb #cb800445
 COURSE_CHAT_TEMPLATE = ("{% for m in messages %}{{ bos_token + m['role'] + '\\n' + m['content'] + eos_token + '\\n' }}{% endfor %}"
@@ -231,10 +232,10 @@ class SFTLossCell(nn.Cell):
     under gradient accumulation with `per_micro`, this rank's answer tokens per micro-batch of the step (chapter 07's
     `AccumStep` passes it, from `loss_tokens_per_micro`). The step's loss is then the mean over every answer token of the
     global batch, as in one process and one big batch. Validation (`set_train(False)`, run by rank 0 alone) is the plain mean."""
-    def __init__(self, model:msm.LlamaForCausalLM, ignore_index:int=-100, world:int=1):
+    def __init__(self, model:msm.LlamaForCausalLM, ignore_index:int=-100, world:int=1, group:str|None=None):
         super().__init__(auto_prefix=False)
         self.model, self.packed, self.ignore_index, self.world = model, PackedLM(model), ignore_index, world
-        self.allreduce = ops.AllReduce() if world > 1 else None
+        self.allreduce = (ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce()) if world > 1 else None  # group: the data-parallel ranks (06·4)
     def construct(self, batch, per_micro=None):
         logits, labels = self.packed(batch[:, 0], batch[:, 2], batch[:, 3]), batch[:, 1, 1:]  # the labels: `labels_of`
         loss = causal_nll(logits[:, :-1], labels, self.ignore_index)
@@ -357,9 +358,12 @@ def windows(folder:str|Path, seq_len:int)->tuple:
     meta['tokenizer'] = str(folder/meta['tokenizer'])  # stored relative to the folder, as in chapter 03's token folders
     return PackedRows(arr), meta
 
-def loss_cell(model:msm.LlamaForCausalLM, world:int=1)->SFTLossCell:
-    "The loss `train_llm` uses on an SFT folder of `world` ranks."
-    return SFTLossCell(model, world=world)
+def loss_cell(model:msm.LlamaForCausalLM, world:int=1, group:str|None=None)->SFTLossCell:
+    "The loss `train_llm` uses on an SFT folder, on `world` data-parallel ranks in `group` (None: every rank)."
+    return SFTLossCell(model, world=world, group=group)
+
+# %% ../nbs/10_sft.ipynb #275f3660
+SFT_FORMAT = DataFormat(windows, loss_cell, labels_of)  # the `sft` format plugin (06·6): settings.ini's `plugins` names it
 
 # %% ../nbs/10_sft.ipynb #81186efe
 def _out_folder(out_dir:str)->Path:
@@ -497,3 +501,6 @@ def merge_lora(model:msm.LlamaForCausalLM)->dict:
             a, b = cell.mindpet_delta_lora_a.asnumpy(), cell.mindpet_delta_lora_b.asnumpy()
             w[f'{name}.weight'] = w[f'{name}.weight'] + np.float32(cell.scaling) * (b @ a)
     return w
+
+# %% ../nbs/10_sft.ipynb #ce6cbc23
+LORA = Adapter(add_lora, merge_lora)  # the `lora` adapter plugin (06·6): what `lora_rank` asks the loop for

@@ -22,12 +22,14 @@ from .env import use_device  # chapter 00: the device, and on CPU how PyNative l
 from .cli import Bounds, UsageError, bounded, check_number, fail  # chapter 00: how every command answers bad input
 from .shards import sample_tokens  # chapter 03 writes every token folder
 from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
-from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell; and the config (below)
+from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell
+from .train_config import *  # 06·5: the run's config
 from .launch import *  # chapter 06's floors, a notebook and a module each: 06·4 the launch,
 from .checkpoints import *  # 06·2 crash-safe checkpoints,
 from .checkpoints import _atomic_write
 from .metrics import *  # 06·3 what a run records,
 from .batches import *  # 06·1 each rank's rows of a global batch
+from .plugins import plugin  # 06·6: chapters 09 and 10 join the loop by name (a format, an adapter, an evaluation)
 from .zero import build_step, Barrier, load_step_state  # chapter 07: the strategies composed around the step
 
 # %% auto #0
@@ -38,8 +40,11 @@ __all__ = ['TOKENIZER_FILES', 'zero_flag', 'check_config', 'check_labelled', 'ch
 
 # %% ../nbs/06_train_dp.ipynb #17b57108
 def check_config(cfg:TrainConfig, world:int=1)->dict:
-    "Everything that can be checked before compute: data folder, vocabulary, sequence length, batch vs windows, the mix's groups."
+    """Everything that can be checked before compute: data folder, vocabulary, sequence length, batch vs windows, the mix's
+    groups, and the mesh of `world` ranks (06·4): `replicas` to a tensor-parallel group, the rest data parallel."""
     mc = model_config(cfg)
+    if world % cfg.replicas: raise UsageError(f'replicas {cfg.replicas}: groups of {cfg.replicas} ranks do not divide a job of {world}')
+    mesh = Mesh(dp=world // cfg.replicas, tp=cfg.replicas)
     if not Path(cfg.token_dir).is_dir(): raise FileNotFoundError(f'token_dir {cfg.token_dir}: no such folder (run msllm-shard first)')
     if not (Path(cfg.token_dir)/'meta.json').exists(): raise FileNotFoundError(f'token_dir {cfg.token_dir}: no meta.json (not msllm-shard output)')
     meta = json.loads((Path(cfg.token_dir)/'meta.json').read_text())
@@ -48,7 +53,7 @@ def check_config(cfg:TrainConfig, world:int=1)->dict:
     if cfg.seq_len > mc.max_position_embeddings:
         raise ValueError(f'seq_len {cfg.seq_len} exceeds model.max_position_embeddings {mc.max_position_embeddings}')
     train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction, cfg.mix)  # with a mix: per group (06·1)
-    G = cfg.batch_size * world
+    G = cfg.batch_size * mesh.dp  # the global batch: every data-parallel rank's rows
     if len(train_w) < G:
         raise ValueError(f'seq_len {cfg.seq_len} × global batch {G} needs {G} windows; {cfg.token_dir} has {len(train_w)} for training')
     check_labelled(cfg.token_dir, train_w, val_w, cfg.val_windows)
@@ -56,7 +61,7 @@ def check_config(cfg:TrainConfig, world:int=1)->dict:
     if cfg.zero and world == 1:  # ZeRO-1 splits the optimizer state among ranks: one process keeps it whole, as zero 0 does
         print('train_llm: zero 1 on one process: nothing to shard; training with zero 0 (plain data parallel, the same numbers)', file=sys.stderr)
         cfg.zero = 0
-    return {'model': mc, 'train_windows': len(train_w), 'val_windows': len(val_w), 'meta': meta,
+    return {'model': mc, 'mesh': mesh, 'train_windows': len(train_w), 'val_windows': len(val_w), 'meta': meta,
             'epochs': cfg.steps * G / len(train_w), 'windows': (train_w, val_w, tmeta)}  # the split, for the run to reuse
 
 def check_labelled(token_dir:str, train_w, val_w, val_windows:int, ignore_index:int=-100):
@@ -219,9 +224,11 @@ class Run:
 def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->Run:
     "Phase 1, set up: check the config and data, open the run folder and its log, build the model, the step and the batches."
     info = check_config(cfg, world)
+    mesh = info['mesh']; dp, dp_rank = mesh.dp, mesh.coords(rank)['dp']  # the data-parallel ranks: what the step averages over
+    groups = make_groups(mesh, rank) if world > 1 else dict.fromkeys(DIMS)
     out = Path(cfg.out_dir); out.mkdir(parents=True, exist_ok=True)
     log = MetricsLog(out, rank, console)
-    chash, hashed = config_hash(cfg, world)
+    chash, hashed = config_hash(cfg, dp)
     ck = Checkpoints(out/'checkpoints', cfg.keep, log=lambda m: log('event', 0, event='checkpoint unusable', detail=m))
     if ck.steps() and not resume:
         raise ValueError(f'{out} already has checkpoints {ck.steps()[:3]}: pass --resume to continue, or choose another out_dir')
@@ -229,15 +236,15 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
     ms.set_seed(cfg.seed); np.random.seed(cfg.seed)
     model = build_model(cfg, info['model'])
     fmt = data_format(cfg.token_dir)  # chapter 10: an SFT folder brings its own loss (answers only, packed conversations apart)
-    loss_cell = fmt.loss_cell(model, world) if fmt else LossCell(model)
+    loss_cell = fmt.loss_cell(model, dp, groups['dp']) if fmt else LossCell(model)
     if cfg.zero_impl == 'mindspore' and cfg.zero:  # untested here (no Ascend/GPU): the real keys, not the tutorial's optimizer_shard=True
         ms.set_auto_parallel_context(enable_parallel_optimizer=True, parallel_optimizer_config={
             'gradient_accumulation_shard': False, 'parallel_optimizer_threshold': 64, 'optimizer_weight_shard_size': -1})
-    step_cell = build_step(loss_cell, model, cfg, rank, world)
+    step_cell = build_step(loss_cell, model, cfg, dp_rank, dp, groups['dp'])
     sharded = bool(cfg.zero) and cfg.zero_impl == 'collectives'
     train_w, val_w, tmeta = info['windows']  # split once, by check_config
-    sampler = MixedSampler(train_w, cfg.mix, cfg.batch_size * world, cfg.seed) if cfg.mix else None  # chapter 03: a mix's quotas per batch
-    source = GlobalBatches(train_w, cfg.batch_size * world, rank, world, cfg.steps, cfg.seed, sampler)
+    sampler = MixedSampler(train_w, cfg.mix, cfg.batch_size * dp, cfg.seed) if cfg.mix else None  # chapter 03: a mix's quotas per batch
+    source = GlobalBatches(train_w, cfg.batch_size * dp, dp_rank, dp, cfg.steps, cfg.seed, sampler)  # this data-parallel rank's rows
     peak = job_peak(cfg.peak_tflops, world, cfg.device)
     if rank == 0 and (warn := peak_warning(peak)): log.text(f'train_llm: {warn}')  # a caveat on one figure, not an error: stdout (and an event, once resumed)
     return Run(cfg, rank, world, info, log, ck, chash, hashed, model, loss_cell, step_cell, sharded, val_w, tmeta, source,
@@ -247,16 +254,14 @@ def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->
 def build_model(cfg:TrainConfig, mc:msm.LlamaConfig)->nn.Cell:
     "The model a run trains: `init_from`'s or a new one; with `lora_rank`, chapter 10's LoRA adapters on it and every other weight frozen."
     model = msf.load_model(cfg.init_from) if cfg.init_from else msm.LlamaForCausalLM(mc)
-    if cfg.lora_rank:
-        from msllm_nb.sft import add_lora
-        add_lora(model, cfg.lora_rank, cfg.lora_alpha)
+    if cfg.lora_rank: plugin('adapter', 'lora', 'lora_rank').add(model, cfg.lora_rank, cfg.lora_alpha)
     return model
 
 def training_eval(cfg:TrainConfig, model:nn.Cell, tmeta:dict):
-    "Chapter 09's `TrainingEval` for `eval_every`: imported only when asked for, so a plain run needs no evaluation harness."
-    from msllm_nb.eval import TrainingEval
+    "The `harness` evaluation plugin (06·6: chapter 09's `TrainingEval`) for `eval_every`: loaded only when asked for."
+    make = plugin('eval', 'harness', 'eval_every')
     if not tmeta.get('tokenizer'): raise ValueError(f'eval_every: {cfg.token_dir}/meta.json names no tokenizer to evaluate with')
-    return TrainingEval(model, tmeta['tokenizer'], cfg.eval_tasks, cfg.eval_task_dir, cfg.eval_limit, cfg.out_dir)
+    return make(model, tmeta['tokenizer'], cfg.eval_tasks, cfg.eval_task_dir, cfg.eval_limit, cfg.out_dir)
 
 def save_checkpoint(run:Run, step:int):
     "Phase 'save': the weights, the optimizer state and the run's meta at `step` (ZeRO-1: each rank's optimizer shard first)."
@@ -293,7 +298,7 @@ class StepLoop:
 def step_record(run:Run, step:int, r:StepResult, dt:float, wait:float)->dict:
     "The metrics of one step: loss, learning rate, gradient norm, speed, MFU, data wait, memory (and the loss scale in fp16)."
     cfg = run.cfg
-    tok = cfg.batch_size * run.world * cfg.seq_len
+    tok = cfg.batch_size * run.info['mesh'].dp * cfg.seq_len  # replicas read the same rows: the data-parallel ranks' tokens
     rec = {'loss': r.loss, 'lr': lr_at(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps), 'grad_norm': r.grad_norm,
            'tokens_per_s': tok / dt, 'mfu': tok / dt * run.fpt / run.peak['peak_flops'], 'step_s': dt, 'data_wait_s': wait,
            'rss_mb': round(host_rss_mb(), 1)}
@@ -406,9 +411,9 @@ def copy_tokenizer(src:str|Path, # a SentencePiece .model, a tokenizer.json, or 
     return 'model_tokenizer'
 
 def save_merged(run:Run)->Path:
-    """A LoRA run's deliverable: the adapters folded into the weights (chapter 10's `merge_lora`) in `merged/`, a folder
+    """A LoRA run's deliverable: the adapters folded into the weights (the `lora` adapter's `merge`, 06·6) in `merged/`, a folder
     that `msllm-eval` and `msllm-convert` read: model.ckpt (with model.yaml), the tokenizer, and meta.json naming both."""
-    from msllm_nb.sft import merge_lora
+    merge_lora = plugin('adapter', 'lora', 'lora_rank').merge
     d = run.out/'merged'
     msf.save_ms_weights(merge_lora(run.model), d/'model.ckpt', run.info['model'])
     last = run.ck.root/f'step_{run.cfg.steps:08d}'/'meta.json'
@@ -426,14 +431,14 @@ def finish(run:Run, start:int)->dict:
     if rank == 0 and not cfg.sample_every and not any(r['step'] == cfg.steps for r in read_metrics(out, 'sample')):
         for s in _samples(run.model, cfg, run.tmeta.get('tokenizer')): run.log('sample', cfg.steps, text=s)
     final_val = next((r['loss'] for r in reversed(read_metrics(out, 'val'))), None) if rank == 0 else None
-    summary = {'steps': cfg.steps, 'resumed_from': start, 'world': run.world, 'final_val_loss': final_val,
+    summary = {'steps': cfg.steps, 'resumed_from': start, 'world': run.world, 'mesh': asdict(run.info['mesh']), 'final_val_loss': final_val,
                'checkpoint': str(run.ck.root/f'step_{cfg.steps:08d}'), 'flops_per_token': run.fpt, **run.peak,
                **{k: run.info[k] for k in ('train_windows', 'val_windows', 'epochs')}}
     digest = params_digest(run.model)
     opt_bytes = {k: sum(p.asnumpy().nbytes for p in run.step_cell.optimizer.get_parameters() if p.name.startswith(pre))
                  for k, pre in (('adam_moments', ('adam_m.', 'adam_v.')), ('master_slices', ('zero.',)))}  # this rank's optimizer memory
     (out/'ranks').mkdir(exist_ok=True)
-    (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, 'params_sha256': digest, 'optimizer_bytes': opt_bytes}))
+    (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, **run.info['mesh'].coords(rank), 'params_sha256': digest, 'optimizer_bytes': opt_bytes}))
     if rank == 0 and cfg.lora_rank: summary['merged'] = str(save_merged(run))
     if rank == 0: _atomic_write(out/'summary.json', dumps_finite({**summary, 'params_sha256': digest}, indent=1))
     run.log.close()
@@ -486,7 +491,7 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
         info = check_config(cfg, world)
     except (ValueError, FileNotFoundError) as e: fail('train_llm', e, 2)  # the config or an input it names (UsageError is a ValueError)
     if check:
-        print(json.dumps({'config': asdict(cfg), 'world': world, 'model': asdict(info['model']), 'params': msm.param_count(info['model']),
+        print(json.dumps({'config': asdict(cfg), 'world': world, 'mesh': asdict(info['mesh']), 'model': asdict(info['model']), 'params': msm.param_count(info['model']),
                           **{k: info[k] for k in ('train_windows', 'val_windows', 'epochs')}}, indent=1, allow_nan=False))
         return
     use_device(cfg.device, cfg.mode)  # before the first kernel: on CPU, PyNative launches kernels from this thread (chapter 00)

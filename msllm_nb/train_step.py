@@ -17,7 +17,8 @@ import msllm_nb.model as msm
 from .cli import Bounds, UsageError, check_number  # chapter 00: how every command answers bad input
 
 # %% auto #0
-__all__ = ['causal_nll', 'CausalLMLoss', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'clip_by_global_norm', 'GradApply', 'TrainStep', 'StepResult', 'CONFIG_DIR', 'check_mix', 'TrainConfig', 'hashed_fields', 'config_hash', 'resume_mismatch', 'check_field', 'load_config', 'check_combinations', 'model_config']
+__all__ = ['causal_nll', 'CausalLMLoss', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'clip_by_global_norm',
+           'GradApply', 'TrainStep', 'StepResult']
 
 # %% ../nbs/06_0_step.ipynb #8e6a8084
 def causal_nll(logits, # [B, T, V] float32
@@ -92,13 +93,15 @@ class GradApply(nn.Cell):
     unscale and check them, clip by the global norm, update (skipped on a non-finite gradient when asked). Returns a
     `StepResult`'s four tensors. `TrainStep` and chapter 07's accumulation both end in it."""
     def __init__(self, weights:ParameterTuple, update:nn.Cell, grad_clip:float=1.0, world:int=1, sync_grads:bool=True,
-                 skip_non_finite:bool=False, scaler=None):
+                 skip_non_finite:bool=False, scaler=None,
+                 group:str|None=None): # the data-parallel group of `world` ranks (06·4's mesh); None: every rank
         super().__init__(auto_prefix=False)
         self.update, self.clip, self.world, self.scaler = update, grad_clip, world, scaler
         self.guarded = skip_non_finite or scaler is not None  # the update runs only on a finite gradient
         self.skip_non_finite = skip_non_finite
-        self.reducer = nn.DistributedGradReducer(weights, mean=True, degree=world) if world > 1 and sync_grads else None
-        self.allreduce = ops.AllReduce() if world > 1 else None
+        self.reducer = (nn.DistributedGradReducer(weights, mean=True, degree=world, **({'group': group} if group else {}))
+                        if world > 1 and sync_grads else None)
+        self.allreduce = ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce() if world > 1 else None
     def construct(self, loss, grads):
         if self.reducer is not None: grads = self.reducer(grads)  # an inf on any rank reaches every rank
         if self.world > 1: loss = self.allreduce(loss) / self.world
@@ -122,13 +125,14 @@ class TrainStep(nn.Cell):
                  sync_grads:bool=True, # False only to show what goes wrong: ranks then drift apart silently
                  weights:list|None=None, # the parameters differentiated (default: the optimizer's)
                  skip_non_finite:bool=False, # leave the weights untouched when the gradient norm is NaN/Inf (nan_policy: skip)
-                 scaler=None # a ms.amp.DynamicLossScaler: fp16 loss scaling (chapter 07)
+                 scaler=None, # a ms.amp.DynamicLossScaler: fp16 loss scaling (chapter 07)
+                 group:str|None=None # the data-parallel group of `world` ranks (06·4's mesh); None: every rank
                 ):
         super().__init__(auto_prefix=False)
         self.loss_cell, self.update, self.scaler = loss_cell, optimizer, scaler
         self.weights = ParameterTuple(weights) if weights is not None else optimizer.parameters
         self.grad = ops.GradOperation(get_by_list=True, sens_param=scaler is not None)
-        self.grad_apply = GradApply(self.weights, optimizer, grad_clip, world, sync_grads, skip_non_finite, scaler)
+        self.grad_apply = GradApply(self.weights, optimizer, grad_clip, world, sync_grads, skip_non_finite, scaler, group)
     @property
     def optimizer(self): return getattr(self.update, 'optimizer', self.update)  # the cell whose state checkpoints save
     def construct(self, ids):
@@ -148,195 +152,3 @@ class StepResult(NamedTuple):
         "Read a step cell's four output tensors by name (one device-to-host copy each)."
         loss, norm, applied, scale = out
         return cls(float(loss.asnumpy()), float(norm.asnumpy()), bool(applied.asnumpy()), float(scale.asnumpy()))
-
-# %% ../nbs/06_train_dp.ipynb #b67c5a30
-CONFIG_DIR = Path(msm.__file__).parent/'configs'  # the YAML files shipped with the package
-
-def _opt(default, numbers, choices=None, bounds:Bounds|None=None, check=None):
-    """A `TrainConfig` field declared with its rules: `numbers` says whether it changes a run's numbers (a resume must
-    then agree on it; 'global' for batch_size, which counts as the global batch), `choices` the values it allows,
-    `bounds` what a number may be (`Bounds`, chapter 00: its kind, finite, its range), `check` a function
-    (value, where) → value for a field of its own shape (`mix`)."""
-    kw = {'default_factory': default} if callable(default) else {'default': default}
-    return field(**kw, metadata=dict(numbers=numbers, choices=choices, bounds=bounds, check=check))
-
-def _n(kind, lo=None, hi=None, **kw): return Bounds(kind, lo, hi, **kw)  # short for the table below
-
-def check_mix(v, where:str)->dict|None:
-    """A `mix`: a mapping of group → weight, each a finite number > 0 (normalised where it is used), kept in the groups'
-    sorted order (one mix, one hash, one order of draws); None: no mix. Whether the groups exist is the data folder's
-    question (`check_config`)."""
-    if v is None: return None
-    if not isinstance(v, dict) or not v:
-        raise UsageError(f'{where} {v!r}: expected a mapping of groups to weights, e.g. {{zh_news: 0.3, code: 0.7}}')
-    return {str(g): check_number(f'{where}.{g}', w, Bounds(float, 0, lo_open=True)) for g, w in sorted(v.items(), key=lambda kv: str(kv[0]))}
-
-@dataclass
-class TrainConfig:
-    "Everything a training run depends on (YAML keys of the same names; `model` holds LlamaConfig fields or a `preset`)."
-    model: dict = _opt(lambda: {'preset': 'tiny'}, True)
-    init_from: str | None = _opt(None, True)  # a converted or trained model checkpoint (.ckpt with .yaml) to continue pretraining from
-    token_dir: str = _opt('runs/shards/tokens', True)  # msllm-shard output
-    mix: dict | None = _opt(None, True, check=check_mix)  # group → weight: each global batch holds the token folder's groups in these shares (chapter 03's MixedSampler); null: its windows as they come
-    seq_len: int = _opt(256, True, bounds=_n(int, 2))  # a window of one token has nothing to predict
-    batch_size: int = _opt(8, 'global', bounds=_n(int, 1))  # per rank; the global batch is batch_size × ranks
-    steps: int = _opt(200, True, bounds=_n(int, 1))
-    lr: float = _opt(1e-3, True, bounds=_n(float, 0, lo_open=True))
-    min_lr: float = _opt(1e-4, True, bounds=_n(float, 0))
-    warmup_steps: int = _opt(20, True, bounds=_n(int, 0))
-    weight_decay: float = _opt(0.1, True, bounds=_n(float, 0))
-    beta1: float = _opt(0.9, True, bounds=_n(float, 0, 1, hi_open=True))
-    beta2: float = _opt(0.95, True, bounds=_n(float, 0, 1, hi_open=True))
-    eps: float = _opt(1e-8, True, bounds=_n(float, 0, lo_open=True))
-    grad_clip: float = _opt(1.0, True, bounds=_n(float, 0))  # 0: no clipping
-    seed: int = _opt(1234, True, bounds=_n(int, 0, 2**32 - 1))
-    val_fraction: float = _opt(0.02, True, bounds=_n(float, 0, 1, hi_open=True))  # windows at the end of the token stream held out for validation; 0: no validation
-    val_every: int = _opt(50, False, bounds=_n(int, 1))
-    val_windows: int = _opt(64, False, bounds=_n(int, 1))  # the first validation windows scored, the same set whatever the batch and rank count
-    save_every: int = _opt(50, False, bounds=_n(int, 1))
-    keep: int = _opt(3, False, bounds=_n(int, 1))  # checkpoints kept
-    log_every: int = _opt(10, False, bounds=_n(int, 1))
-    sample_every: int = _opt(0, False, bounds=_n(int, 0))  # 0: only at the end
-    sample_prompts: list = _opt(lambda: ['The', '今天'], False)
-    sample_tokens: int = _opt(32, False, bounds=_n(int, 0))
-    out_dir: str = _opt('runs/train', False)
-    mode: str = _opt('graph', False, ('graph', 'pynative'))  # graph (fast) or pynative (debugging)
-    device: str = _opt('CPU', False, ('CPU', 'GPU', 'Ascend'))
-    peak_tflops: float = _opt(0.0, False, bounds=_n(float, 0))  # per device, for MFU; 0: measured with a matmul at start
-    data_workers: int = _opt(1, False, bounds=_n(int, 1, 64))
-    sched_port: int = _opt(8118, False, bounds=_n(int, 1, 65535))  # scheduler port under a plain mpirun
-    sync_grads: bool = _opt(True, True)  # all-reduce gradients (False only to demonstrate rank drift)
-    zero: int = _opt(0, False, (0, 1), _n(int, 0, 1))  # 1: shard the optimizer states over the ranks (ZeRO-1, chapter 07); bitwise equal to 0
-    zero_impl: str = _opt('collectives', False, ('collectives', 'mindspore'))  # collectives (any backend, chapter 07) or mindspore (its parallel optimizer: Ascend/GPU only)
-    accum_steps: int = _opt(1, True, bounds=_n(int, 1))  # micro-batches per optimizer step; batch_size is split into accum_steps pieces
-    precision: str = _opt('fp32', True, ('fp32', 'fp16', 'bf16'))  # fp32; fp16 (fp16 compute, fp32 master weights, dynamic loss scaling); bf16 (GPU/Ascend)
-    loss_scale: float = _opt(65536.0, True, bounds=_n(float, 0, lo_open=True))  # fp16: the initial dynamic loss scale
-    loss_scale_window: int = _opt(1000, True, bounds=_n(int, 1))  # fp16: overflow-free steps before the scale doubles
-    nan_policy: str = _opt('stop', True, ('stop', 'skip', 'rollback'))  # a NaN/Inf loss or gradient norm: stop (raise, naming the step), skip (drop that update, go on)
-    # or rollback (reload the last good checkpoint and go on with the batches after the bad one)
-    profile_steps: int = _opt(0, False, bounds=_n(int, 0))  # >0: profile that many steps (after 2 unprofiled ones) with MindSpore's profiler → profile/top_ops.json
-    progress: bool = _opt(True, False)
-    eval_every: int = _opt(0, False, bounds=_n(int, 0))  # >0: run harness tasks every that many steps, at step 0 and at the end (chapter 09's TrainingEval)
-    eval_tasks: list = _opt(lambda: ['msllm_cont_en', 'msllm_cont_zh', 'msllm_code_cloze'], False)  # task names (msllm_bpb_*: bits per byte)
-    eval_task_dir: str | None = _opt(None, False)  # folder of harness task YAMLs (default: the course's, built from the bundled corpus)
-    eval_limit: int = _opt(50, False, bounds=_n(int, 1))  # documents per task at each evaluation
-    lora_rank: int = _opt(0, True, bounds=_n(int, 0))  # >0: train LoRA adapters of this rank on every attention and MLP projection, all else frozen (chapter 10); needs init_from
-    lora_alpha: float = _opt(16.0, True, bounds=_n(float, 0, lo_open=True))  # LoRA's scale is lora_alpha / lora_rank
-
-def hashed_fields()->tuple:
-    "The fields that change a run's numbers (declared with `numbers=True`): a resumed run must agree on all of them."
-    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata['numbers'] is True)
-
-def config_hash(cfg:TrainConfig, world:int)->tuple[str, dict]:
-    "Hash of what determines a run's numbers (the global batch, not the rank count)."
-    d = {k: getattr(cfg, k) for k in hashed_fields()}; d['global_batch'] = cfg.batch_size * world
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16], d
-
-def resume_mismatch(saved:dict, # the `config` a checkpoint's meta.json recorded
-                    now:dict # `config_hash(...)[1]` of this run
-                   )->str|None:
-    "None if a run may resume from a checkpoint written with `saved`, else each differing field with both values."
-    default = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
-    diff = sorted(k for k in set(saved) | set(now) if saved.get(k, default.get(k)) != now.get(k))  # a field added later: its default
-    if not diff: return None
-    return '; '.join(f'{k}: checkpoint {saved.get(k, "(not recorded)")!r}, this run {now.get(k, "(not set)")!r}' for k in diff)
-
-_TEXT = {'str': 'text', 'str | None': 'a path (text) or null', 'list': 'a list', 'dict': 'a mapping of model keys', 'dict | None': 'a mapping or null',
-         'bool': 'true or false'}
-
-def check_field(cfg:TrainConfig, f:dataclasses.Field, where:str):
-    """Check a field against its declared rules and store it in its kind: a number (given as a number or as text: YAML
-    1.1 reads 3e-4 as text) finite and within its `Bounds`, a choice among its `choices`, text, a list, true/false."""
-    v, m = getattr(cfg, f.name), f.metadata
-    if m.get('check') is not None: v = m['check'](v, f'{where}: {f.name}')
-    if m['bounds'] is not None: v = check_number(f'{where}: {f.name}', v, m['bounds'])
-    elif f.type in ('str', 'str | None') and isinstance(v, (int, float)) and not isinstance(v, bool): v = str(v)  # out_dir: 2024
-    ok = {'str': lambda x: isinstance(x, str), 'str | None': lambda x: x is None or isinstance(x, str), 'list': lambda x: isinstance(x, list),
-          'dict': lambda x: isinstance(x, dict), 'dict | None': lambda x: x is None or isinstance(x, dict),
-          'bool': lambda x: isinstance(x, bool)}.get(f.type, lambda x: True)
-    if not ok(v): raise UsageError(f'{where}: {f.name} {v!r}: expected {_TEXT[f.type]}')
-    if m['choices'] is not None and v not in m['choices']:
-        raise UsageError(f'{where}: {f.name} must be ' + ', '.join(map(str, m['choices'][:-1])) + f' or {m["choices"][-1]}, got {v!r}')
-    setattr(cfg, f.name, v)
-
-def _yaml(text:str, where:str):
-    "YAML `text`, or a `UsageError` naming `where` (a file: with the line of the mistake)."
-    import yaml
-    try: return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark, flag = getattr(e, 'problem_mark', None), where.startswith('--')
-        at = f'{where}:{mark.line + 1}' if mark is not None and not flag else where
-        raise UsageError(f"{at}: not {'a YAML value' if flag else 'valid YAML'} ({getattr(e, 'problem', None) or e})") from None
-
-def load_config(config:str|Path|dict|None=None, # YAML file, a name in msllm_nb/configs, or a dict
-                overrides:list|None=None # ["key=value", "model.key=value", ...]; an item may be (text, origin), e.g. ("device=GPU", "--device")
-               )->TrainConfig:
-    "Read a training config; unknown keys and bad values are errors naming the key and where it came from (file or flag)."
-    src = 'defaults'
-    if isinstance(config, dict): d, src = dict(config), 'config dict'
-    elif config is None: d = {}
-    else:
-        p = Path(config)
-        if not p.exists() and (CONFIG_DIR/f'{config}.yaml').exists(): p = CONFIG_DIR/f'{config}.yaml'
-        if not p.is_file(): raise FileNotFoundError(f'config {config}: no such file (packaged configs: {sorted(x.stem for x in CONFIG_DIR.glob("*.yaml"))})')
-        src, d = str(p), _yaml(p.read_text(), str(p)) or {}
-        if not isinstance(d, dict): raise UsageError(f'{p}: a config is a YAML mapping')
-    if not isinstance(d.get('model') or {}, dict): raise UsageError(f"{src}: model {d['model']!r}: expected a mapping of model keys")
-    d['model'] = dict(d.get('model') or {'preset': 'tiny'})
-    origin, names = {k: src for k in d}, {f.name: f for f in dataclasses.fields(TrainConfig)}
-    for o in overrides or []:
-        o, where = o if isinstance(o, tuple) else (o, f'--set {o}')
-        if '=' not in o: raise ValueError(f'{where}: expected key=value')
-        k, v = o.split('=', 1)
-        head, dot, sub = k.partition('.')
-        if dot and head in names and names[head].type in ('dict', 'dict | None'):  # a key of a mapping: model.hidden_size=128, mix.code=0.3
-            if not isinstance(d.get(head) or {}, dict): raise UsageError(f'{where}: {head} {d[head]!r} is not a mapping')
-            d[head] = {**(d.get(head) or {}), sub: _yaml(v, where)}; origin[head] = where
-        else: d[k] = _yaml(v, where); origin[k] = where
-    unknown = sorted(set(d) - set(names))
-    if unknown: raise ValueError(f'{origin[unknown[0]]}: unknown config keys {unknown}; known: {sorted(names)}')
-    cfg = TrainConfig(**d)
-    for k, f in names.items(): check_field(cfg, f, origin.get(k, 'defaults'))
-    check_combinations(cfg, origin)
-    try: model_config(cfg)  # model keys are checked too
-    except ValueError as e: raise ValueError(f'{origin["model"]}: {e}') from None
-    return cfg
-
-def check_combinations(cfg:TrainConfig, origin:dict # key → where it was set (a file or a flag)
-                      ):
-    "The rules that tie two or more fields together (each field's own rules are declared on it); errors name where the keys came from."
-    def at(*keys): return ' / '.join(dict.fromkeys(origin.get(k, 'defaults') for k in keys))
-    if cfg.zero_impl == 'mindspore' and cfg.device == 'CPU':
-        raise ValueError(f"{at('zero_impl', 'device')}: zero_impl mindspore: MindSpore's parallel optimizer only supports Ascend/GPU; use zero_impl: collectives on CPU")
-    if cfg.batch_size % cfg.accum_steps:
-        raise ValueError(f'{at("accum_steps", "batch_size")}: accum_steps {cfg.accum_steps} must be ≥ 1 and divide batch_size {cfg.batch_size}')
-    if cfg.precision == 'bf16' and cfg.device == 'CPU': raise ValueError(f'{at("precision", "device")}: precision bf16: bf16 matmul is not supported on CPU; use fp32 (or fp16)')
-    if not isinstance(cfg.sample_prompts, list) or not all(isinstance(p, str) and p for p in cfg.sample_prompts):
-        raise ValueError(f'{at("sample_prompts")}: sample_prompts must be a list of non-empty strings (or [] for no samples), got {cfg.sample_prompts!r}')
-    if cfg.min_lr > cfg.lr: raise ValueError(f'{at("min_lr", "lr")}: min_lr {cfg.min_lr} must not exceed lr {cfg.lr}')
-    if not cfg.profile_steps <= cfg.steps - 2:
-        raise ValueError(f'{at("profile_steps", "steps")}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
-    if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{at("nan_policy", "accum_steps")}: nan_policy skip with accum_steps > 1 is not supported; use stop')
-    if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{at("precision", "accum_steps")}: precision fp16 with accum_steps > 1 is not supported; use one of them')
-    if cfg.lora_rank and not cfg.init_from: raise ValueError(f'{at("lora_rank", "init_from")}: lora_rank adapts a trained model: set init_from')
-    if cfg.lora_rank and cfg.zero: raise ValueError(f'{at("lora_rank", "zero")}: lora_rank with zero 1 is not supported (the adapters are small: use zero 0)')
-    if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{at("warmup_steps", "steps")}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
-
-def model_config(cfg:TrainConfig)->msm.LlamaConfig:
-    "The LlamaConfig of a run: the init_from checkpoint's, or a preset with the YAML's model keys applied."
-    if cfg.init_from:
-        y = Path(cfg.init_from).with_suffix('.yaml')
-        if not Path(cfg.init_from).exists():
-            raise FileNotFoundError(f'init_from {cfg.init_from}: no such checkpoint (msllm-convert writes one from a Hugging Face model, with its .yaml)')
-        if not y.exists(): raise FileNotFoundError(f'init_from {cfg.init_from}: its config {y} is missing')
-        return msm.LlamaConfig.from_yaml(y)
-    m = dict(cfg.model); preset = m.pop('preset', None)
-    if preset is not None and preset not in msm.PRESETS: raise ValueError(f'model.preset {preset!r}: choose one of {list(msm.PRESETS)}')
-    base = asdict(msm.PRESETS[preset]) if preset else {}
-    kinds = {f.name: str(f.type) for f in dataclasses.fields(msm.LlamaConfig)}
-    unknown = sorted(set(m) - set(kinds))
-    if unknown: raise ValueError(f'unknown model keys {unknown}')
-    for k, v in m.items():  # sizes are whole numbers ≥ 1, rope_theta and rms_norm_eps finite and > 0
-        b = Bounds(int, 1) if kinds[k].startswith('int') else Bounds(float, 0, lo_open=True) if kinds[k] == 'float' else None
-        if b is not None and v is not None: m[k] = check_number(f'model.{k}', v, b)
-    return msm.LlamaConfig(**{**base, **m})

@@ -14,7 +14,8 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.script import call_parse, Param, store_true
 import msllm_nb.model as msm
 import msllm_nb.formats as msf
-import msllm_nb.train_step as ts  # chapter 06·0: the step and the config (never the loop above, which imports this module)
+import msllm_nb.train_step as ts  # chapter 06·0: the step (never the loop above, which imports this module)
+import msllm_nb.train_config as tc  # 06·5: the run's config
 from .cli import UsageError, answers, count, positive  # one line and exit 2 for a bad flag (00·1)
 
 # %% auto #0
@@ -99,7 +100,7 @@ def _memory_child(spec:str):
     if d['recompute']:
         for layer in model.model.layers: layer.recompute()
     lc = ts.LossCell(model)
-    if d.get('accum', 1) > 1: step = AccumStep(lc, *make_update(model, ts.TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=1, steps=10)), d['accum'])
+    if d.get('accum', 1) > 1: step = AccumStep(lc, *make_update(model, tc.TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=1, steps=10)), d['accum'])
     else: step = ts.TrainStep(lc, ts.make_optimizer(model, 1e-3, 1e-4, 1, 10), 1.0)
     step.set_train()
     ids = Tensor(np.random.default_rng(0).integers(0, c.vocab_size, (d['batch'], d['seq_len'])).astype(np.int32))
@@ -154,13 +155,13 @@ def advise(c:msm.LlamaConfig, device_gb:float, devices:int,
             'reason': f'no layout of {devices} × {device_gb} GB devices fits; add devices, use pipeline parallelism, or shorten seq_len'}
 
 # %% ../nbs/07_zero.ipynb #2b5f6c0a
-def _memory_config(config:str)->ts.TrainConfig:
+def _memory_config(config:str)->tc.TrainConfig:
     "The train_llm config `--config` names. A folder, a missing file, a file that is not UTF-8 or not YAML: one line naming it."
     import yaml
     if not config: raise UsageError("--config '': a packaged config (tiny, llama_7b, ...), a YAML file or a model preset")
     p = Path(config)
     if p.is_dir(): raise UsageError(f'--config {config}: a folder, not a YAML file')
-    try: return ts.load_config(config)
+    try: return tc.load_config(config)
     except FileNotFoundError as e: raise UsageError(str(e)) from None  # 'config NAME: no such file (packaged configs: ...)'
     except UnicodeDecodeError as e:
         line = p.read_bytes()[:e.start].count(b'\n') + 1 if p.is_file() else '?'
@@ -186,11 +187,11 @@ def memory_cli(config:Param('a train_llm config (tiny, llama_1b3, llama_7b or a 
     with answers('msllm-memory', usage=(UsageError, ValueError, FileNotFoundError)):
         if precision not in ('fp32', 'fp16', 'bf16'): raise UsageError(f'--precision must be fp32, fp16 or bf16, got {precision!r}')
         if interconnect not in ('nvlink', 'hccs', 'pcie', 'ethernet'): raise UsageError(f'--interconnect {interconnect!r}: nvlink, hccs, pcie or ethernet')
-        if config in msm.PRESETS and not Path(config).exists() and not (ts.CONFIG_DIR/f'{config}.yaml').exists():
+        if config in msm.PRESETS and not Path(config).exists() and not (tc.CONFIG_DIR/f'{config}.yaml').exists():
             c, s, b = msm.PRESETS[config], seq_len or 2048, micro_batch or 1
         else:
             cfg = _memory_config(config)
-            c, s, b = ts.model_config(cfg), seq_len or cfg.seq_len, micro_batch or cfg.batch_size // cfg.accum_steps
+            c, s, b = tc.model_config(cfg), seq_len or cfg.seq_len, micro_batch or cfg.batch_size // cfg.accum_steps
         backend, precision = ('cpu', 'fp32') if cpu else ('device', precision)
         cols = ('weights', 'gradients', 'optimizer', 'activations') + (('runtime',) if cpu else ()) + ('total',)
         table = {}
@@ -259,7 +260,7 @@ def ordered_weights(model:nn.Cell)->tuple[list, int]:
     decay, no_decay = ts.decay_groups(model.trainable_params())
     return decay + no_decay, len(decay)
 
-def make_update(model:nn.Cell, cfg:ts.TrainConfig, zero:int=0, rank:int=0, world:int=1)->tuple[list, nn.Cell]:
+def make_update(model:nn.Cell, cfg:tc.TrainConfig, zero:int=0, rank:int=0, world:int=1)->tuple[list, nn.Cell]:
     "(weights, update cell): train_llm's AdamWeightDecay (zero=0), or its ZeRO-1 sharded form (zero=1)."
     if zero == 0:
         opt = ts.make_optimizer(model, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps)
@@ -381,12 +382,12 @@ class _Apply(nn.Cell):
 class AccumStep(_StepCell):
     "Gradient accumulation: the batch is split into `accum` micro-batches, gradients summed in Parameters, then one all-reduce and one update."
     def __init__(self, loss_cell:nn.Cell, weights:list, update:nn.Cell, # from `make_update` (plain or ZeRO-1)
-                 accum:int, grad_clip:float=1.0, world:int=1):
+                 accum:int, grad_clip:float=1.0, world:int=1, group:str|None=None):
         super().__init__(auto_prefix=False)
         self.accum, self.update = accum, update
         self.accs = ParameterTuple([Parameter(ops.zeros(p.shape, p.dtype), name=f'accum.{p.name}', requires_grad=False) for p in weights])
         self.micro = _Micro(loss_cell, ParameterTuple(weights), self.accs)
-        self.finish = _Apply(self.accs, ts.GradApply(ParameterTuple(weights), update, grad_clip, world), accum)
+        self.finish = _Apply(self.accs, ts.GradApply(ParameterTuple(weights), update, grad_clip, world, group=group), accum)
     def accumulate(self, ids:Tensor)->Tensor:
         """Run the `accum` compiled micro-steps (gradients land in `accs`) and return the sum of their losses. A loss cell
         whose micro-batches hold different numbers of loss tokens (chapter 10's SFT loss: answers only) says how many a
@@ -402,35 +403,36 @@ class LossScaledStep(ts.TrainStep):
     "The step with dynamic loss scaling: gradients of loss × scale are unscaled; a non-finite gradient skips the update and the scale shrinks."
     def __init__(self, loss_cell:nn.Cell, weights:list, update:nn.Cell,
                  scaler, # ms.amp.DynamicLossScaler
-                 grad_clip:float=1.0, world:int=1):
-        super().__init__(loss_cell, update, grad_clip, world, weights=weights, scaler=scaler)
-
+                 grad_clip:float=1.0, world:int=1, group:str|None=None):
+        super().__init__(loss_cell, update, grad_clip, world, weights=weights, scaler=scaler, group=group)
 
 # %% ../nbs/07_zero.ipynb #59a1b042
-STEPS = {}  # strategy name → (applies(cfg), build(loss_cell, weights, update, cfg, world) → step cell); the first that applies builds the step
+STEPS = {}  # strategy name → (applies(cfg), build(loss_cell, weights, update, cfg, world, group) → step cell); the first that applies builds the step
 
 def strategy(name:str, applies):
-    "Register a step strategy: `@strategy('name', lambda cfg: ...)` on a function (loss_cell, weights, update, cfg, world) → step cell."
+    """Register a step strategy: `@strategy('name', lambda cfg: ...)` on a function (loss_cell, weights, update, cfg, world,
+    group) → step cell (`world` data-parallel ranks in `group`, 06·4's mesh; None: every rank)."""
     def register(build): STEPS[name] = (applies, build); return build
     return register
 
 @strategy('fp16 loss scaling', lambda cfg: cfg.precision == 'fp16')
-def loss_scaled_step(loss_cell, weights, update, cfg, world):
-    return LossScaledStep(loss_cell, weights, update, ms.amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window), cfg.grad_clip, world)
+def loss_scaled_step(loss_cell, weights, update, cfg, world, group=None):
+    return LossScaledStep(loss_cell, weights, update, ms.amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window), cfg.grad_clip, world, group)
 
 @strategy('gradient accumulation', lambda cfg: cfg.accum_steps > 1)
-def accum_step(loss_cell, weights, update, cfg, world): return AccumStep(loss_cell, weights, update, cfg.accum_steps, cfg.grad_clip, world)
+def accum_step(loss_cell, weights, update, cfg, world, group=None): return AccumStep(loss_cell, weights, update, cfg.accum_steps, cfg.grad_clip, world, group)
 
-def plain_step(loss_cell, weights, update, cfg, world):
-    return ts.TrainStep(loss_cell, update, cfg.grad_clip, world, cfg.sync_grads, weights, skip_non_finite=cfg.nan_policy == 'skip')
+def plain_step(loss_cell, weights, update, cfg, world, group=None):
+    return ts.TrainStep(loss_cell, update, cfg.grad_clip, world, cfg.sync_grads, weights, skip_non_finite=cfg.nan_policy == 'skip', group=group)
 
-def build_step(loss_cell:nn.Cell, model:nn.Cell, cfg:ts.TrainConfig, rank:int=0, world:int=1)->nn.Cell:
+def build_step(loss_cell:nn.Cell, model:nn.Cell, cfg:tc.TrainConfig, rank:int=0, world:int=1,
+               group:str|None=None # the data-parallel group (06·4's mesh) of `world` ranks, `rank` among them; None: every rank
+              )->nn.Cell:
     """The training step a config asks for: the update (`zero: 1` shards it), then the first registered strategy that
     applies (fp16 loss scaling, accumulation, ...), else the plain `TrainStep`."""
     if cfg.precision in ('fp16', 'bf16'): model.to_float(ms.float16 if cfg.precision == 'fp16' else ms.bfloat16)
     weights, update = make_update(model, cfg, cfg.zero if cfg.zero_impl == 'collectives' else 0, rank, world)
     build = next((b for applies, b in STEPS.values() if applies(cfg)), plain_step)
-    step = build(loss_cell, weights, update, cfg, world)
+    step = build(loss_cell, weights, update, cfg, world, group)
     step.set_train()
     return step
-

@@ -170,7 +170,7 @@ def test_the_check_finds_a_bare_command():
 
 def config_fields():
     import dataclasses
-    from msllm_nb.train_step import TrainConfig
+    from msllm_nb.train_config import TrainConfig
     return dataclasses.fields(TrainConfig)
 
 
@@ -185,7 +185,7 @@ def wrong_values(f) -> list:
 @pytest.mark.parametrize('f', config_fields(), ids=lambda f: f.name)
 def test_every_config_field_refuses_wrong_values_naming_the_key(f):
     "`--set key=value` (and the same key in a YAML file) with a value the field refuses: an error naming the key and where it came from."
-    from msllm_nb.train_step import load_config
+    from msllm_nb.train_config import load_config
     from msllm_nb.cli import UsageError
     bad = wrong_values(f)
     if f.type in ('int', 'float'): assert f.metadata.get('bounds') is not None, f'{f.name}: a number field with no bounds'
@@ -196,7 +196,7 @@ def test_every_config_field_refuses_wrong_values_naming_the_key(f):
 
 
 def test_a_config_file_mistake_names_the_file(tmp_path):
-    from msllm_nb.train_step import load_config
+    from msllm_nb.train_config import load_config
     from msllm_nb.cli import UsageError
     p = tmp_path / 'run.yaml'; p.write_text('steps: 10\nlr: .inf\n')
     with pytest.raises(UsageError, match=r'run\.yaml.*lr'): load_config(p)

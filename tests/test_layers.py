@@ -1,25 +1,34 @@
-"""The package's import graph, function-level imports included, follows the chapters' layers: nothing imports upward.
+"""The package's import graph, function-level imports included, follows the course's layers: nothing imports upward.
 
-Layers, lowest first: cli (00·0: how every command answers bad input) < procs (00·1: reference work in its own process,
-MindFormers imported quietly) < env (00) < clean_kernels (01 bonus: the cleaner's compiled loops) < clean (01) < bpe (02) < shards (03)
-< model (04·0) < formats (04·1: checkpoint files) < convert (04) < fixtures (04·2: test models) < parity (05) < eval (09: what a
-model learned; the trainer calls it) < train_step (06·0: the loss, the optimizer, the one step cell, the config) < sft (10:
-conversations, packed windows and their loss, LoRA; a data format the loop reads) < launch (06·4: msrun, mpirun, the
-collectives) < checkpoints (06·2) < metrics (06·3: the log, MFU, the profiler) < batches (06·1: each rank's rows of a global
-batch) < zero (07: the strategies composed around the step) < train_llm (06: the loop and the script) < debug (08). Beside the
-library, above it: the course tooling, ledger (00·2: the tutorial's claims checked) and course (00·1: the notebook runner,
-the roadmap), which the library never imports. A module may import only modules of its own or a lower layer.
-KNOWN_UPWARD lists upward imports tolerated for now, each with the issue that removes it: the test fails on any
-other, and on a listed one that has gone (so that the list cannot go stale). Today it is empty.
+The layers, lowest first, in the course's conceptual order:
+- data: cli (00·0: how every command answers bad input) < procs (00·1: reference work in its own process, MindFormers
+  imported quietly) < env (00) < clean_kernels (01 bonus: the cleaner's compiled loops) < clean (01) < bpe (02) < shards (03);
+- model: model (04·0) < formats (04·1: checkpoint files) < convert (04) < fixtures (04·2: test models) < parity (05);
+- training: train_config (06·5: the run's config, every field with its rules) < train_step (06·0: the loss, the
+  optimizer, the one step cell) < plugins (06·6: the registry the loop
+  asks by name) < launch (06·4) < checkpoints (06·2) < metrics (06·3) < batches (06·1: each rank's rows of a global batch)
+  < zero (07: the strategies composed around the step);
+- eval (09) and sft (10), plugged in: they fill the registry (settings.ini's `plugins`) and no library module imports them
+  (sft reads eval's held-out split: the two are one layer);
+- the loop and its script: train_llm (06);
+- diagnosis: debug (08).
+Beside the library, above it: the course tooling, ledger (00·2: the tutorial's claims checked) and course (00·1: the
+notebook runner, the roadmap), which the library never imports. A module may import only modules of its own or a lower
+layer, and no module but its plugged-in sibling imports a plugged-in one.
 """
 import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / 'msllm_nb'
-LAYERS = ['cli', 'procs', 'env', 'clean_kernels', 'clean', 'bpe', 'shards', 'model', 'formats', 'convert', 'fixtures', 'parity', 'eval', 'train_step', 'sft',
-          'launch', 'checkpoints', 'metrics', 'batches', 'zero', 'train_llm', 'debug',
+LAYERS = ['cli', 'procs', 'env', 'clean_kernels', 'clean', 'bpe', 'shards',  # data
+          'model', 'formats', 'convert', 'fixtures', 'parity',  # model
+          'train_config', 'train_step', 'plugins', 'launch', 'checkpoints', 'metrics', 'batches', 'zero',  # training
+          'eval', 'sft',  # plugged in through `plugins`
+          'train_llm',  # the loop and its script
+          'debug',  # diagnosis
           'ledger', 'course']  # the course tooling: beside the library, never below it
-KNOWN_UPWARD = {}  # (importer, imported) → the issue that removes it
+PLUGGED_IN = {'eval', 'sft'}  # entered only through the registry: imported by no library module but each other
+LIBRARY = set(LAYERS) - {'ledger', 'course'}
 
 
 def imports_of(path):
@@ -45,14 +54,11 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_goes_upward_or_round():
+    "No tolerated exception: an import from a lower layer to a higher one fails, and so does any circle."
     g, rank = graph(), {m: i for i, m in enumerate(LAYERS)}
-    upward = {(a, b): line for a, deps in g.items() for b, line in deps.items() if b != a and rank[b] > rank[a]}
-    new = {f'msllm_nb/{a}.py:{line} imports {b}' for (a, b), line in upward.items() if (a, b) not in KNOWN_UPWARD}
-    assert not new, f'imports from a lower layer to a higher one: {sorted(new)}'
-    gone = set(KNOWN_UPWARD) - set(upward)
-    assert not gone, f'these upward imports are gone: remove them from KNOWN_UPWARD: {sorted(gone)}'
-    # and no circle other than the known upward edges close: with those edges removed, the graph is acyclic
-    edges = {a: {b for b in deps if b != a and (a, b) not in KNOWN_UPWARD} for a, deps in g.items()}
+    upward = sorted(f'msllm_nb/{a}.py:{line} imports {b}' for a, deps in g.items() for b, line in deps.items() if rank[b] > rank[a])
+    assert not upward, f'imports from a lower layer to a higher one: {upward}'
+    edges = {a: {b for b in deps if b != a} for a, deps in g.items()}  # within a layer's module order, no circle either
     seen, stack = set(), []
     def visit(m):
         if m in stack: raise AssertionError(f'import circle: {" -> ".join(stack[stack.index(m):] + [m])}')
@@ -61,6 +67,14 @@ def test_no_import_goes_upward_or_round():
         for d in sorted(edges[m]): visit(d)
         stack.pop(); seen.add(m)
     for m in sorted(edges): visit(m)
+
+
+def test_plugged_in_chapters_are_entered_by_name_only():
+    "Eval and SFT are reached through `plugins` (entry points), never imported by the library they plug into."
+    g = graph()
+    direct = sorted(f'msllm_nb/{a}.py:{line} imports {b}' for a, deps in g.items() if a in LIBRARY - PLUGGED_IN
+                    for b, line in deps.items() if b in PLUGGED_IN)
+    assert not direct, f'import the plugin by name instead (msllm_nb.plugins.plugin): {direct}'
 
 
 def test_the_graph_is_read_right(tmp_path):

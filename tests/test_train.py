@@ -11,7 +11,7 @@ import pytest
 import msllm_nb.train_llm as tl
 
 from train_helpers import (BIN, STEPS, args, run, run_in_process, train_records, final_weights, check_dp, one_record_per_step, quick, one_line_error,
-                           strict_json, sft_folder, digests, msrun)
+                           strict_json, sft_folder, digests, msrun, launch_report)
 
 
 # ---- entry points and errors before compute
@@ -57,6 +57,8 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['lora_rank=8'], '--set lora_rank=8 / defaults: lora_rank adapts a trained model: set init_from'),
     (['lora_rank=8', 'init_from=/nonexistent/model.ckpt', 'zero=1'], '--set lora_rank=8 / --set zero=1: lora_rank with zero 1 is not supported'),  # LoRA with ZeRO-1: refused, not half-sharded
     (['--set', 'profile_steps=11'], 'profile_steps must be between 0 and steps - 2 = 10'),  # a second --set adds to the first
+    (['replicas=3'], 'replicas 3: groups of 3 ranks do not divide a job of 1'),  # the mesh (06·4): replicas × data parallel = the ranks
+    (['replicas=2', 'zero=1'], '--set replicas=2 / --set zero=1: replicas with zero 1 is not supported yet'),
     (['init_from=/nonexistent/model.ckpt'], 'init_from /nonexistent/model.ckpt: no such checkpoint (msllm-convert writes one'),  # not 'its config is missing'
 ])
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
@@ -284,6 +286,17 @@ def test_sft_folder_without_labels_is_refused_before_step_1(tmp_path):
     assert not (tmp_path / 'run').exists()
 
 
+def test_data_folder_of_a_format_no_plugin_reads_is_refused(tmp_path):
+    "A meta.json `format` no installed plugin answers to (06·6) is one line naming the file and the formats there are; nothing written."
+    d = sft_folder(tmp_path / 'data', masked=False)
+    meta = json.loads((d / 'meta.json').read_text()); meta['format'] = 'parquet'
+    (d / 'meta.json').write_text(json.dumps(meta))
+    for extra in ([], ['--check']):
+        r = run_in_process('train_llm', *quick(d, tmp_path / 'run'), *extra)
+        one_line_error(r, 2, f"{d}/meta.json: format: no format plugin named 'parquet'", 'installed: sft')
+    assert not (tmp_path / 'run').exists()
+
+
 def test_check_labels_reads_the_labels_of_the_data_format(tmp_path):
     "The per-step check reads the labels where the format keeps them: row 1 of an SFT window, the shifted tokens of a chapter 03 window."
     d = sft_folder(tmp_path / 'sft', masked=False)
@@ -343,6 +356,23 @@ def test_resume_of_a_finished_run_writes_what_was_missing(tokens, reference, tmp
 
 
 @pytest.mark.cluster
+@pytest.mark.cluster
+def test_mesh_of_2_data_ranks_by_2_replicas_equals_2_rank_dp_bitwise(tokens, msrun_dp, tmp_path):
+    "4 ranks as Mesh(dp=2, tp=2) with replicas in the tp groups: each replica pair computes what 2 ranks of data parallel compute, bit for bit."
+    out = tmp_path / 'mesh'
+    cmd = [BIN / 'msrun', '--worker_num=4', '--local_worker_num=4', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
+           '--join=True', tl.__file__, *args(tokens, out, 'replicas=2', batch=4)]
+    r = run(cmd, timeout=900)
+    assert r.returncode == 0, launch_report(r, out / 'logs')
+    assert json.loads((out / 'summary.json').read_text())['mesh'] == {'dp': 2, 'tp': 2, 'pp': 1}
+    assert train_records(out) == train_records(msrun_dp)  # every step's loss and global batch, exactly
+    w, ref = final_weights(out), final_weights(msrun_dp)
+    assert all(np.array_equal(w[k], ref[k]) for k in ref)
+    ranks = [json.loads((out / 'ranks' / f'rank_{k}.json').read_text()) for k in range(4)]
+    assert [(q['tp'], q['dp']) for q in ranks] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert {q['params_sha256'] for q in ranks} == set(digests(msrun_dp, 2))  # one digest: the 2-rank run's
+
+
 def test_resume_of_a_finished_msrun_run(tokens, msrun_dp, tmp_path):
     "The same under msrun: every rank sees the finished run, writes its digest, and exits 0."
     out = tmp_path / 'run'; shutil.copytree(msrun_dp, out)
