@@ -18,7 +18,8 @@ dev_requirements = cfg.get('dev_requirements', '').split()
 hf_requirements = cfg.get('hf_requirements', 'torch==2.13.0 transformers accelerate').split()
 plugins = {}  # the loop's plugins (06·6): settings.ini's `group: name = module:object` lines, as entry points
 for line in filter(None, cfg.get('plugins', '').split('\n')):
-    group, spec = line.split(':', 1)
+    group, colon, spec = line.partition(':')
+    if not colon or '=' not in spec: raise SystemExit(f'settings.ini: plugins: {line!r}: expected `group: name = module:object`')
     plugins.setdefault(group.strip(), []).append(spec.strip())
 lic = licenses[cfg['license']]
 min_python = cfg['min_python']

@@ -16,8 +16,9 @@ from .plugins import plugin  # 06·6: a folder of another format is read by the 
 _all_ = ['UniformSampler', 'MixedSampler', 'GroupedWindows', 'GlobalBatches', 'step_batches']  # the trainer's whole data floor is this module
 
 # %% auto #0
-__all__ = ['WindowRange', 'data_format', 'split_windows', 'Interleaved', 'split_groups', 'label_reader', 'first_labelled',
-           'UniformSampler', 'MixedSampler', 'GroupedWindows', 'GlobalBatches', 'step_batches']
+__all__ = ['WindowRange', 'folder_meta', 'data_format', 'token_store', 'split_windows', 'Interleaved', 'split_groups',
+           'label_reader', 'first_labelled', 'UniformSampler', 'MixedSampler', 'GroupedWindows', 'GlobalBatches',
+           'step_batches']
 
 # %% ../nbs/06_1_data.ipynb #58f0b58a
 class WindowRange:
@@ -28,11 +29,27 @@ class WindowRange:
         if not 0 <= i < self.n: raise IndexError(i)
         return self.w[self.lo + i]
 
+def folder_meta(token_dir:str|Path)->dict:
+    "A data folder's meta.json; a `UsageError` naming the file when it is missing, unreadable, not JSON or not an object."
+    f = Path(token_dir)/'meta.json'
+    try: meta = json.loads(f.read_text(encoding='utf-8'))
+    except FileNotFoundError: raise UsageError(f'{f}: no such file (not a folder that msllm-shard or msllm-sft wrote)') from None
+    except json.JSONDecodeError as e: raise UsageError(f'{f}:{e.lineno}: not valid JSON ({e.msg})') from None
+    except (OSError, UnicodeDecodeError) as e: raise UsageError(f'{f}: unreadable ({type(e).__name__}: {e})') from None
+    if not isinstance(meta, dict): raise UsageError(f'{f}: expected a JSON object, got {type(meta).__name__}')
+    return meta
+
 def data_format(token_dir:str|Path):
     """How to read a data folder whose meta.json names a `format` other than chapter 03's tokens (a `DataFormat`), else
     None. 06·6's registry answers by the format's name; chapter 10's packed conversations (`format: sft`) are one."""
-    fmt = json.loads((Path(token_dir)/'meta.json').read_text()).get('format', 'tokens')
+    fmt = folder_meta(token_dir).get('format', 'tokens')
+    if not isinstance(fmt, str): raise UsageError(f'{token_dir}/meta.json: format {fmt!r}: expected the name of a format (text)')
     return None if fmt == 'tokens' else plugin('format', fmt, f'{token_dir}/meta.json: format')
+
+def token_store(token_dir:str|Path)->mss.TokenStore:
+    "Chapter 03's `TokenStore` of a folder; a `UsageError` naming meta.json when it lacks a key a token folder has."
+    try: return mss.TokenStore(token_dir)
+    except KeyError as e: raise UsageError(f'{token_dir}/meta.json: no {e.args[0]!r}: not a token folder that msllm-shard wrote') from None
 
 def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02,
                   mix:dict|None=None # group → weight: each group's windows apart (`split_groups`, below)
@@ -42,7 +59,7 @@ def split_windows(token_dir:str|Path, seq_len:int, val_fraction:float=0.02,
     if mix is not None: return split_groups(token_dir, seq_len, val_fraction, mix)
     if (fmt := data_format(token_dir)) is not None: win, meta = fmt.windows(token_dir, seq_len)
     else:
-        store = mss.TokenStore(token_dir)
+        store = token_store(token_dir)
         win, meta = mss.PackedWindows(store, seq_len - 1), store.meta  # PackedWindows yields n+1 tokens
     n_val = max(1, int(len(win) * val_fraction)) if val_fraction > 0 else 0
     if len(win) - n_val < 1: raise ValueError(f'{token_dir}: only {len(win)} windows of {seq_len} tokens; nothing left to train on')
@@ -69,10 +86,10 @@ def split_groups(token_dir:str|Path, seq_len:int, val_fraction:float, mix:dict)-
     """`split_windows` with a mix: each group's own packed windows, split by position; the training windows in one
     index space (`GroupedWindows`, in the groups' sorted order: one mix, one order), the validation windows `Interleaved`.
     A mix the folder cannot give is a `UsageError` naming the config key `mix`."""
-    fmt = json.loads((Path(token_dir)/'meta.json').read_text()).get('format', 'tokens')
+    fmt = folder_meta(token_dir).get('format', 'tokens')
     if fmt != 'tokens': raise UsageError(f'mix: {token_dir} holds format {fmt!r} (its meta.json), which has no groups to weigh; '
                                          'a mix weighs the groups of a chapter 03 token folder')
-    store = mss.TokenStore(token_dir)
+    store = token_store(token_dir)
     unknown = [g for g in mix if g not in store.group_names]
     if unknown or not mix:
         raise UsageError(f"mix: {'unknown group ' + ', '.join(map(repr, unknown)) if unknown else 'no group named'}; "

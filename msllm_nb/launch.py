@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
-import socket, subprocess, sys
+import hashlib, numbers, socket, subprocess, sys
 from dataclasses import dataclass
 import mindspore as ms
 from mindspore import nn, ops
@@ -59,6 +59,12 @@ def init_distributed(port:int=8118)->tuple[int, int, subprocess.Popen|None]:
 # %% ../nbs/06_4_launch.ipynb #1b2013aa
 DIMS = ('tp', 'dp', 'pp')  # fastest-varying first: a tensor-parallel group is consecutive ranks, pipeline stages outermost
 
+def _whole(v, what:str, lo:int, hi:int|None=None)->int:
+    "`v` as an int in lo..hi (a NumPy integer is one; True is not), else a ValueError naming `what`."
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo or (hi is not None and v > hi):
+        raise ValueError(f"{what} {v!r}: expected a whole number {f'from {lo} to {hi}' if hi is not None else f'≥ {lo}'}")
+    return int(v)
+
 @dataclass(frozen=True)
 class Mesh:
     "The layout of a job's ranks: the data, tensor and pipeline degrees, and where each rank sits."
@@ -67,17 +73,26 @@ class Mesh:
     pp: int = 1  # pipeline parallel: ranks that hold different layers
     @property
     def world(self)->int: return self.dp * self.tp * self.pp
+    def __post_init__(self):
+        for d in DIMS: object.__setattr__(self, d, _whole(getattr(self, d), f'Mesh {d}', 1))  # numpy ints too; frozen
     def coords(self, rank:int)->dict:
         "The coordinate of `rank` along each dimension."
+        rank = _whole(rank, 'rank', 0, self.world - 1)
         return {'tp': rank % self.tp, 'dp': rank // self.tp % self.dp, 'pp': rank // (self.tp * self.dp)}
-    def rank_of(self, tp:int=0, dp:int=0, pp:int=0)->int: return (pp * self.dp + dp) * self.tp + tp
+    def rank_of(self, tp:int=0, dp:int=0, pp:int=0)->int:
+        tp, dp, pp = (_whole(v, d, 0, getattr(self, d) - 1) for d, v in (('tp', tp), ('dp', dp), ('pp', pp)))
+        return (pp * self.dp + dp) * self.tp + tp
     def group(self, dim:str, rank:int)->tuple:
         "The ranks that share every coordinate of `rank` but `dim`: its group along `dim`, in coordinate order."
+        if dim not in DIMS: raise ValueError(f'dimension {dim!r}: one of {", ".join(DIMS)}')
         c = self.coords(rank)
         return tuple(self.rank_of(**{**c, dim: i}) for i in range(getattr(self, dim)))
 
 # %% ../nbs/06_4_launch.ipynb #fc4be232
-def group_name(dim:str, ranks:tuple)->str: return f"{dim}_{'_'.join(map(str, ranks))}"
+def group_name(dim:str, ranks:tuple)->str:
+    "A group's name: the dimension and its ranks; hashed when long (HCCL takes names of at most 128 bytes)."
+    name = f"{dim}_{'_'.join(map(str, ranks))}"
+    return name if len(name) <= 100 else f'{dim}_{len(ranks)}_{hashlib.sha1(name.encode()).hexdigest()[:16]}'
 
 def make_groups(mesh:Mesh, rank:int)->dict:
     """dimension → the name of this rank's group along it, made with `create_group` (after `init`). None where no group is

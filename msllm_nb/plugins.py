@@ -6,7 +6,7 @@
 from __future__ import annotations
 import importlib.metadata
 from typing import Callable, NamedTuple
-from .cli import UsageError  # chapter 00: a name nothing answers to is one line naming where it came from
+from .cli import UsageError, RunFailure  # chapter 00: a name nothing answers to is one line naming where it came from
 
 # %% auto #0
 __all__ = ['KINDS', 'DataFormat', 'Adapter', 'register', 'installed', 'available', 'plugin']
@@ -49,8 +49,12 @@ def available(kind:str)->list:
 
 # %% ../nbs/06_6_plugins.ipynb #66ac38f8
 def plugin(kind:str, name:str, where:str):
-    "The `name` plugin of `kind`, loaded now; a `UsageError` that starts with `where` (a config key, a file) if none answers."
+    """The `name` plugin of `kind`, loaded now; a `UsageError` that starts with `where` (a config key, a file) if none
+    answers, a `RunFailure` naming the plugin and its package if it is installed but does not load."""
     if name in _local[kind]: return _local[kind][name]
     if (e := installed(kind).get(name)) is None:
         raise UsageError(f"{where}: no {kind} plugin named {name!r} is installed (installed: {', '.join(available(kind)) or 'none'})")
-    return e.load()
+    try: return e.load()
+    except Exception as err:  # the installed package is broken, not the run's config: exit 1
+        raise RunFailure(f"{where}: the {kind} plugin {name!r} ({e.value}, package {e.dist.name if e.dist else '?'}) does not load: "
+                         f"{type(err).__name__}: {err}") from None

@@ -46,7 +46,7 @@ class TrainConfig:
     token_dir: str = _opt('runs/shards/tokens', True)  # msllm-shard output
     mix: dict | None = _opt(None, True, check=check_mix)  # group → weight: each global batch holds the token folder's groups in these shares (chapter 03's MixedSampler); null: its windows as they come
     seq_len: int = _opt(256, True, bounds=_n(int, 2))  # a window of one token has nothing to predict
-    batch_size: int = _opt(8, 'global', bounds=_n(int, 1))  # per rank; the global batch is batch_size × ranks
+    batch_size: int = _opt(8, 'global', bounds=_n(int, 1))  # per data-parallel rank; the global batch is batch_size × the data-parallel ranks (the ranks ÷ replicas)
     steps: int = _opt(200, True, bounds=_n(int, 1))
     lr: float = _opt(1e-3, True, bounds=_n(float, 0, lo_open=True))
     min_lr: float = _opt(1e-4, True, bounds=_n(float, 0))
@@ -167,13 +167,12 @@ def check_combinations(cfg:TrainConfig, origin:dict # key → where it was set (
     if not isinstance(cfg.sample_prompts, list) or not all(isinstance(p, str) and p for p in cfg.sample_prompts):
         raise ValueError(f'{at("sample_prompts")}: sample_prompts must be a list of non-empty strings (or [] for no samples), got {cfg.sample_prompts!r}')
     if cfg.min_lr > cfg.lr: raise ValueError(f'{at("min_lr", "lr")}: min_lr {cfg.min_lr} must not exceed lr {cfg.lr}')
-    if not cfg.profile_steps <= cfg.steps - 2:
+    if cfg.profile_steps and not cfg.profile_steps <= cfg.steps - 2:  # 0 (no profiling) fits any run
         raise ValueError(f'{at("profile_steps", "steps")}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
     if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{at("nan_policy", "accum_steps")}: nan_policy skip with accum_steps > 1 is not supported; use stop')
     if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{at("precision", "accum_steps")}: precision fp16 with accum_steps > 1 is not supported; use one of them')
     if cfg.lora_rank and not cfg.init_from: raise ValueError(f'{at("lora_rank", "init_from")}: lora_rank adapts a trained model: set init_from')
     if cfg.lora_rank and cfg.zero: raise ValueError(f'{at("lora_rank", "zero")}: lora_rank with zero 1 is not supported (the adapters are small: use zero 0)')
-    if cfg.replicas > 1 and cfg.zero: raise ValueError(f'{at("replicas", "zero")}: replicas with zero 1 is not supported yet (ZeRO-1 shards over every rank)')
     if cfg.warmup_steps >= cfg.steps: raise ValueError(f'{at("warmup_steps", "steps")}: warmup_steps {cfg.warmup_steps} must be below steps {cfg.steps}')
 
 # %% ../nbs/06_5_config.ipynb #496a60b4
@@ -201,9 +200,9 @@ def hashed_fields()->tuple:
     "The fields that change a run's numbers (declared with `numbers=True`): a resumed run must agree on all of them."
     return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata['numbers'] is True)
 
-def config_hash(cfg:TrainConfig, world:int)->tuple[str, dict]:
-    "Hash of what determines a run's numbers (the global batch, not the rank count)."
-    d = {k: getattr(cfg, k) for k in hashed_fields()}; d['global_batch'] = cfg.batch_size * world
+def config_hash(cfg:TrainConfig, dp:int)->tuple[str, dict]:
+    "Hash of what determines a run's numbers: the hashed fields and the global batch of `dp` data-parallel ranks (not the rank count)."
+    d = {k: getattr(cfg, k) for k in hashed_fields()}; d['global_batch'] = cfg.batch_size * dp
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16], d
 
 def resume_mismatch(saved:dict, # the `config` a checkpoint's meta.json recorded

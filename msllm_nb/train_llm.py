@@ -19,7 +19,7 @@ import msllm_nb.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
 from .env import use_device  # chapter 00: the device, and on CPU how PyNative launches its kernels
-from .cli import Bounds, UsageError, bounded, check_number, fail  # chapter 00: how every command answers bad input
+from .cli import Bounds, UsageError, RunFailure, bounded, check_number, fail  # chapter 00: how every command answers bad input
 from .shards import sample_tokens  # chapter 03 writes every token folder
 from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
 from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell
@@ -47,12 +47,15 @@ def check_config(cfg:TrainConfig, world:int=1)->dict:
     mesh = Mesh(dp=world // cfg.replicas, tp=cfg.replicas)
     if not Path(cfg.token_dir).is_dir(): raise FileNotFoundError(f'token_dir {cfg.token_dir}: no such folder (run msllm-shard first)')
     if not (Path(cfg.token_dir)/'meta.json').exists(): raise FileNotFoundError(f'token_dir {cfg.token_dir}: no meta.json (not msllm-shard output)')
-    meta = json.loads((Path(cfg.token_dir)/'meta.json').read_text())
-    if meta['vocab_size'] > mc.vocab_size:
-        raise ValueError(f'model.vocab_size {mc.vocab_size} is smaller than the tokenizer\'s {meta["vocab_size"]} ({cfg.token_dir}/meta.json)')
+    meta = folder_meta(cfg.token_dir)  # one line naming the file if it is not JSON (06·1)
     if cfg.seq_len > mc.max_position_embeddings:
         raise ValueError(f'seq_len {cfg.seq_len} exceeds model.max_position_embeddings {mc.max_position_embeddings}')
     train_w, val_w, tmeta = split_windows(cfg.token_dir, cfg.seq_len, cfg.val_fraction, cfg.mix)  # with a mix: per group (06·1)
+    vocab = tmeta.get('vocab_size')  # the format's own meta (a plugin's may hold it where the file does not)
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
+        raise UsageError(f'{cfg.token_dir}/meta.json: vocab_size {vocab!r}: expected the tokenizer\'s vocabulary size, a whole number ≥ 1')
+    if vocab > mc.vocab_size:
+        raise ValueError(f'model.vocab_size {mc.vocab_size} is smaller than the tokenizer\'s {vocab} ({cfg.token_dir}/meta.json)')
     G = cfg.batch_size * mesh.dp  # the global batch: every data-parallel rank's rows
     if len(train_w) < G:
         raise ValueError(f'seq_len {cfg.seq_len} × global batch {G} needs {G} windows; {cfg.token_dir} has {len(train_w)} for training')
@@ -164,7 +167,9 @@ class ResumeError(RuntimeError):
     "--resume found checkpoints but none it can use (a runtime failure: exit 1)."
 
 def resume_from(ck:Checkpoints, log:MetricsLog, step_cell, model, hashed:dict, sharded:bool, rank:int, world:int, scaler,
-                allow_restart:bool=False)->int:
+                allow_restart:bool=False,
+                shard:tuple|None=None # ZeRO-1: (this rank's data-parallel rank, their number), 06·4's mesh; default (rank, world)
+               )->int:
     """Load the newest usable checkpoint into the step cell and return its step; the metrics logged after that step are
     superseded (`MetricsLog.resume_at`). No checkpoint at all is a fresh start (0). Checkpoints that are all unusable
     stop the run with each one's reason, unless `allow_restart`; one written with other numbers-changing settings is refused."""
@@ -184,7 +189,7 @@ def resume_from(ck:Checkpoints, log:MetricsLog, step_cell, model, hashed:dict, s
     d, meta = found
     why = resume_mismatch(meta['config'], hashed)
     if why: raise ValueError(f'{d}: the checkpoint was written with another config ({why}); resume needs the same values')
-    load_step_state(step_cell, model, d, int(sharded), rank, world, scaler, meta)
+    load_step_state(step_cell, model, d, int(sharded), *(shard or (rank, world)), scaler, meta)
     moved = log.resume_at(meta['step'])
     log('event', meta['step'], event='resumed', checkpoint=d.name, superseded_records=moved)
     return meta['step']
@@ -217,6 +222,10 @@ class Run:
     def out(self)->Path: return Path(self.cfg.out_dir)
     @property
     def scaler(self): return getattr(self.step_cell, 'scaler', None)  # fp16: the dynamic loss scaler
+    @property
+    def dp(self)->tuple[int, int]:
+        "This rank's place among the data-parallel ranks and their number (06·4's mesh): what ZeRO-1 shards over."
+        return self.info['mesh'].coords(self.rank)['dp'], self.info['mesh'].dp
     def validate(self)->float:
         "Mean loss of the validation windows scored (rank 0; only when the run has validation windows)."
         return evaluate(self.loss_cell, self.val_w, self.cfg.batch_size, self.cfg.val_windows, self.labels)
@@ -273,11 +282,12 @@ def save_checkpoint(run:Run, step:int):
             'lr': lr_at(min(step, cfg.steps - 1), cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps)}
     if run.scaler is not None: meta.update(loss_scale=float(run.scaler.scale_value.asnumpy()), loss_scale_counter=int(run.scaler.counter.asnumpy()))
     extra = []
-    if run.sharded:  # ZeRO-1: every rank writes its own optimizer shard before rank 0 writes the manifest
+    if run.sharded:  # ZeRO-1: every data-parallel rank writes its optimizer shard before rank 0 writes the manifest
         d = run.ck.root/f'step_{step:08d}'
         moments = {k: v for k, v in t.pop('optimizer').items() if not k.startswith('zero.')}  # master slices = slices of model.ckpt
-        msf.save_ms_weights(moments.items(), d/f'optimizer.rank{rank:04d}.ckpt', run.info['model'])
-        extra = [f'optimizer.rank{r:04d}.ckpt' for r in range(run.world)]
+        shard, n = run.dp  # the shard of this data-parallel rank, written by the first replica that holds it
+        if run.info['mesh'].coords(rank)['tp'] == 0: msf.save_ms_weights(moments.items(), d/f'optimizer.rank{shard:04d}.ckpt', run.info['model'])
+        extra = [f'optimizer.rank{r:04d}.ckpt' for r in range(n)]
         if run.barrier is not None: run.barrier()
     if rank == 0:
         run.ck.save(step, t, meta, run.info['model'], extra)
@@ -342,7 +352,7 @@ def on_non_finite(run:Run, lp:StepLoop, done:int, r:StepResult):
         log('event', done, event='non-finite: update skipped', loss=r.loss, grad_norm=r.grad_norm)
         return
     if found is not None and lp.rollbacks.get(found[0].name, 0) < 3:
-        load_step_state(run.step_cell, run.model, found[0], int(run.sharded), run.rank, run.world, run.scaler, found[1])
+        load_step_state(run.step_cell, run.model, found[0], int(run.sharded), *run.dp, run.scaler, found[1])
         set_schedule_step(run.step_cell, done)  # weights of the checkpoint; the data and the schedule go on from here
         lp.rollbacks[found[0].name] = lp.rollbacks.get(found[0].name, 0) + 1
         log('event', done, event='non-finite: rolled back', checkpoint=found[0].name, loss=r.loss, grad_norm=r.grad_norm,
@@ -450,7 +460,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
     "Train (or resume) a run described by `cfg` on this rank, in phases: set up, resume, run steps, finish. Returns a summary (rank 0 writes the files)."
     from tqdm.auto import tqdm
     run = setup_run(cfg, resume, rank, world, console)
-    start = (resume_from(run.ck, run.log, run.step_cell, run.model, run.hashed, run.sharded, rank, world, run.scaler, allow_restart)
+    start = (resume_from(run.ck, run.log, run.step_cell, run.model, run.hashed, run.sharded, rank, world, run.scaler, allow_restart, run.dp)
              if resume else 0)
     if rank == 0 and run.peak['peak_busy']: run.log('event', start, event='MFU peak measured on a busy machine', **run.peak)  # after resume_at: records and TensorBoard start clean
     if start >= cfg.steps:  # a finished run, or one stopped after its last save: nothing to train, the summary to write
@@ -490,6 +500,7 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
         rank, world = world_from_env()
         info = check_config(cfg, world)
     except (ValueError, FileNotFoundError) as e: fail('train_llm', e, 2)  # the config or an input it names (UsageError is a ValueError)
+    except RunFailure as e: fail('train_llm', e, 1)  # an installed plugin that does not load (06·6)
     if check:
         print(json.dumps({'config': asdict(cfg), 'world': world, 'mesh': asdict(info['mesh']), 'model': asdict(info['model']), 'params': msm.param_count(info['model']),
                           **{k: info[k] for k in ('train_windows', 'val_windows', 'epochs')}}, indent=1, allow_nan=False))
@@ -500,5 +511,5 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
     except BaseException as e:
         if sched is not None: sched.kill()  # the scheduler would wait for this rank forever
         if isinstance(e, ValueError): fail('train_llm', e, 2)
-        if isinstance(e, (ResumeError, DataError, FloatingPointError)): fail('train_llm', e, 1)  # runtime failures (FloatingPointError: nan_policy stop)
+        if isinstance(e, (ResumeError, DataError, FloatingPointError, RunFailure)): fail('train_llm', e, 1)  # runtime failures (FloatingPointError: nan_policy stop)
         raise

@@ -16,6 +16,7 @@ import msllm_nb.model as msm
 import msllm_nb.formats as msf
 import msllm_nb.train_step as ts  # chapter 06·0: the step (never the loop above, which imports this module)
 import msllm_nb.train_config as tc  # 06·5: the run's config
+from .launch import GroupGather  # 06·4: a gather in any group of ranks, from all-reduce
 from .cli import UsageError, answers, count, positive  # one line and exit 2 for a bad flag (00·1)
 
 # %% auto #0
@@ -226,7 +227,8 @@ class ShardedAdamW(nn.Cell):
     def __init__(self, weights:list, # the full parameters, decayed ones first (see `ordered_weights`)
                  n_decay:int, # how many of `weights` get weight decay
                  learning_rate:Tensor, weight_decay:float=0.1, beta1:float=0.9, beta2:float=0.95, eps:float=1e-8,
-                 rank:int=0, world:int=1):
+                 rank:int=0, world:int=1,
+                 group:str|None=None): # the data-parallel group of `world` ranks (06·4's mesh); None: every rank
         super().__init__(auto_prefix=False)
         self.weights, self.rank, self.world = ParameterTuple(weights), rank, world
         self.meta = tuple((int(p.size), -(-int(p.size) // world), tuple(p.shape)) for p in weights)  # (elements, slice length, shape)
@@ -236,7 +238,8 @@ class ShardedAdamW(nn.Cell):
         self.shards = self.optimizer.parameters
         self.offsets = tuple(int(o) for o in np.cumsum([0] + [k for _, k, _ in self.meta])[:-1])  # each slice's place in the bucket
         self.bucket = sum(k for _, k, _ in self.meta)
-        self.allgather = ops.AllGather() if world > 1 else None
+        # in a group: 06·4's gather from all-reduce (MindSpore's CPU AllGather takes the world group only); [world, bucket] either way
+        self.allgather = (GroupGather(group, world, rank) if group else ops.AllGather()) if world > 1 else None
     def construct(self, grads):
         sl = []
         for i in range(len(self.meta)):
@@ -260,14 +263,14 @@ def ordered_weights(model:nn.Cell)->tuple[list, int]:
     decay, no_decay = ts.decay_groups(model.trainable_params())
     return decay + no_decay, len(decay)
 
-def make_update(model:nn.Cell, cfg:tc.TrainConfig, zero:int=0, rank:int=0, world:int=1)->tuple[list, nn.Cell]:
+def make_update(model:nn.Cell, cfg:tc.TrainConfig, zero:int=0, rank:int=0, world:int=1, group:str|None=None)->tuple[list, nn.Cell]:
     "(weights, update cell): train_llm's AdamWeightDecay (zero=0), or its ZeRO-1 sharded form (zero=1)."
     if zero == 0:
         opt = ts.make_optimizer(model, cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps)
         return list(opt.parameters), opt
     if zero != 1: raise ValueError(f'zero {zero}: only 0 (plain data parallel) and 1 (optimizer-state sharding) are built here')
     w, nd = ordered_weights(model)
-    return w, ShardedAdamW(w, nd, lr_table(cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps), cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps, rank, world)
+    return w, ShardedAdamW(w, nd, lr_table(cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps), cfg.weight_decay, cfg.beta1, cfg.beta2, cfg.eps, rank, world, group)
 
 class _StepCell(nn.Cell):
     "Base of the step cells here: `optimizer` is the AdamWeightDecay whose state checkpoints save."
@@ -431,7 +434,7 @@ def build_step(loss_cell:nn.Cell, model:nn.Cell, cfg:tc.TrainConfig, rank:int=0,
     """The training step a config asks for: the update (`zero: 1` shards it), then the first registered strategy that
     applies (fp16 loss scaling, accumulation, ...), else the plain `TrainStep`."""
     if cfg.precision in ('fp16', 'bf16'): model.to_float(ms.float16 if cfg.precision == 'fp16' else ms.bfloat16)
-    weights, update = make_update(model, cfg, cfg.zero if cfg.zero_impl == 'collectives' else 0, rank, world)
+    weights, update = make_update(model, cfg, cfg.zero if cfg.zero_impl == 'collectives' else 0, rank, world, group)
     build = next((b for applies, b in STEPS.values() if applies(cfg)), plain_step)
     step = build(loss_cell, weights, update, cfg, world, group)
     step.set_train()

@@ -58,7 +58,6 @@ def test_module_console_script_and_copied_file(tokens, tmp_path):
     (['lora_rank=8', 'init_from=/nonexistent/model.ckpt', 'zero=1'], '--set lora_rank=8 / --set zero=1: lora_rank with zero 1 is not supported'),  # LoRA with ZeRO-1: refused, not half-sharded
     (['--set', 'profile_steps=11'], 'profile_steps must be between 0 and steps - 2 = 10'),  # a second --set adds to the first
     (['replicas=3'], 'replicas 3: groups of 3 ranks do not divide a job of 1'),  # the mesh (06·4): replicas × data parallel = the ranks
-    (['replicas=2', 'zero=1'], '--set replicas=2 / --set zero=1: replicas with zero 1 is not supported yet'),
     (['init_from=/nonexistent/model.ckpt'], 'init_from /nonexistent/model.ckpt: no such checkpoint (msllm-convert writes one'),  # not 'its config is missing'
 ])
 def test_bad_config_is_refused_before_compute(tokens, tmp_path, extra, message):
@@ -295,6 +294,35 @@ def test_data_folder_of_a_format_no_plugin_reads_is_refused(tmp_path):
         r = run_in_process('train_llm', *quick(d, tmp_path / 'run'), *extra)
         one_line_error(r, 2, f"{d}/meta.json: format: no format plugin named 'parquet'", 'installed: sft')
     assert not (tmp_path / 'run').exists()
+
+
+@pytest.mark.parametrize('text, says', [
+    ('{"format": ["sft"]}', "format ['sft']: expected the name of a format"),
+    ('[1, 2]', 'expected a JSON object, got list'),
+    ('{"vocab_size": 100', ':1: not valid JSON'),
+    ('{"vocab_size": 100}', "no 'shards': not a token folder"),
+])
+def test_a_malformed_meta_json_is_one_line_naming_it(tmp_path, text, says):
+    d = tmp_path / 'data'; d.mkdir(); (d / 'meta.json').write_text(text)
+    r = run_in_process('train_llm', *quick(d, tmp_path / 'run'), '--check')
+    one_line_error(r, 2, f'{d}/meta.json', says)
+    assert not (tmp_path / 'run').exists()
+
+
+def test_a_format_plugin_is_read_through_its_own_windows_and_meta(tmp_path):
+    "A format plugged in by name (06·6) is read through its own windows and meta: the vocabulary may live there, not in the file."
+    import msllm_nb.plugins as P
+    ones = lambda folder, seq_len, vocab=100: ([(np.ones(seq_len, np.int32),)] * 50, {'format': 'ones', 'vocab_size': vocab})
+    P.register('format', 'ones', P.DataFormat(ones, lambda model, world, group: tl.LossCell(model)))
+    P.register('format', 'ones_novocab', P.DataFormat(lambda f, n: ones(f, n, None), lambda model, world, group: tl.LossCell(model)))
+    try:
+        d = tmp_path / 'data'; d.mkdir(); (d / 'meta.json').write_text('{"format": "ones"}')
+        r = run_in_process('train_llm', *quick(d, tmp_path / 'run'), '--check')
+        assert r.returncode == 0 and json.loads(r.stdout)['train_windows'] == 49, r.stderr
+        (d / 'meta.json').write_text('{"format": "ones_novocab"}')
+        one_line_error(run_in_process('train_llm', *quick(d, tmp_path / 'run'), '--check'), 2, f'{d}/meta.json: vocab_size None')
+    finally:
+        for n in ('ones', 'ones_novocab'): P._local['format'].pop(n)
 
 
 def test_check_labels_reads_the_labels_of_the_data_format(tmp_path):

@@ -10,7 +10,7 @@ import msllm_nb.model as msm
 import msllm_nb.formats as msf
 import msllm_nb.train_llm as tl
 import msllm_nb.zero as z
-from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step
+from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step, launch_report
 
 
 # ---- the estimator (no compute)
@@ -141,6 +141,24 @@ def test_zero1_shards_merge_into_the_plain_state(zero_run, msrun_dp, tmp_path):
     merged = msf.load_ms_weights(z.merge_zero_checkpoint(dz))
     plain = msf.load_ms_weights(msrun_dp / 'checkpoints' / f'step_{STEPS:08d}' / 'optimizer.ckpt')
     assert sorted(merged) == sorted(plain) and all(np.array_equal(merged[k], plain[k]) for k in plain)
+
+
+@pytest.mark.cluster
+def test_zero1_over_a_meshs_data_parallel_groups_equals_2_rank_zero1(tokens, zero_run, tmp_path):
+    """4 ranks as 2 data-parallel ranks × 2 replicas: ZeRO-1 shards over each data-parallel group (its all-gather built from
+    all-reduce, 06·4) and computes, and saves, exactly what 2 ranks of ZeRO-1 do."""
+    out = tmp_path / 'mesh_zero'
+    r = run([BIN / 'msrun', '--worker_num=4', '--local_worker_num=4', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
+             '--join=True', tl.__file__, *args(tokens, out, 'zero=1', 'replicas=2', batch=4)], timeout=900)
+    assert r.returncode == 0, launch_report(r, out / 'logs')
+    assert train_records(out) == train_records(zero_run)
+    assert set(digests(out, 4)) == set(digests(zero_run, 2)) and len(set(digests(out, 4))) == 1
+    dm, dz = (o / 'checkpoints' / f'step_{STEPS:08d}' for o in (out, zero_run))
+    assert [p.name for p in z.optimizer_files(dm)] == [p.name for p in z.optimizer_files(dz)] == ['optimizer.rank0000.ckpt', 'optimizer.rank0001.ckpt']
+    for a, b in zip(z.optimizer_files(dm), z.optimizer_files(dz)):
+        wa, wb = msf.load_ms_weights(a), msf.load_ms_weights(b)
+        assert sorted(wa) == sorted(wb) and all(np.array_equal(wa[k], wb[k]) for k in wb)  # each shard, bit for bit
+    assert tl.Checkpoints(out / 'checkpoints').verify(dm) is None
 
 
 def truncate_to(run_dir, out, step):
