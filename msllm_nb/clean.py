@@ -28,7 +28,8 @@ __all__ = ['SAMPLE_DIR', 'CODE_EXT', 'TEXT_EXT', 'MARKUP_EXT', 'MAIL_EXT', 'PRE_
            'top_trigram', 'rule_garbled', 'rule_symbols', 'rule_repetition', 'rule_script', 'TextStats', 'text_stats',
            'strip_remnants', 'clean_document', 'Signature', 'minhash_reference', 'minhash_many', 'minhash', 'lsh_bands',
            'band_keys_many', 'band_keys', 'KeySet', 'text_key', 'Deduper', 'json_escapes', 'json_line', 'shown_path',
-           'start_method', 'ordered_bounded_map', 'worker_died', 'clean_corpus', 'out_path', 'clean_cli']
+           'start_method', 'ordered_bounded_map', 'unblock_broken_pool', 'worker_died', 'clean_corpus', 'out_path',
+           'clean_cli']
 
 # %% ../nbs/01_clean.ipynb #c4b7bfa6
 @dataclass
@@ -1142,11 +1143,20 @@ def ordered_bounded_map(pool, fn, items, ahead:int):
     reads its whole input ahead of the workers). A worker that dies (killed for memory, say) raises `BrokenProcessPool`
     here; `multiprocessing.Pool` would wait for its result forever."""
     from collections import deque
+    from concurrent.futures.process import BrokenProcessPool
     q = deque()
-    for it in items:
-        q.append(pool.submit(fn, it))
-        if len(q) >= ahead: yield q.popleft().result()
-    while q: yield q.popleft().result()
+    try:
+        for it in items:
+            q.append(pool.submit(fn, it))
+            if len(q) >= ahead: yield q.popleft().result()
+        while q: yield q.popleft().result()
+    except BrokenProcessPool: unblock_broken_pool(pool); raise
+
+def unblock_broken_pool(pool):
+    """Python before 3.11.5 (CPython gh-94777): a worker killed while this process's feeder thread writes it a work item
+    bigger than the pipe leaves that thread blocked for ever on a pipe no one reads, and so the pool's shutdown and this
+    process's exit. Closing this process's end of the pipe, as 3.11.5 does, makes the write fail instead."""
+    if sys.version_info < (3, 11, 5) and (q := getattr(pool, '_call_queue', None)) is not None: q._reader.close()
 
 def worker_died(what:str, workers:int)->RuntimeError:
     """The one-line error for a process pool whose worker died (`BrokenProcessPool`), naming the likely causes and the way

@@ -198,6 +198,26 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith('RuntimeError clean_corpus: a worker process died (killed for memory'), (r.stdout, r.stderr[-2000:])
 
 
+def test_a_worker_killed_while_its_next_batch_is_being_sent_is_an_error_not_a_hang():
+    """The worker dies while this process is still writing it a batch bigger than a pipe holds: on Python before 3.11.5
+    (CPython gh-94777) the pool's shutdown then waited for ever on the half-written pipe. Deterministic with one worker;
+    a hang prints every thread's stack (faulthandler) instead of waiting out the timeout."""
+    code = textwrap.dedent('''
+        import faulthandler, os, time, multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+        import msllm_nb.clean as C
+        faulthandler.dump_traceback_later(60, exit=True)
+        def die(x): time.sleep(0.3); os._exit(9)
+        pool = ProcessPoolExecutor(1, mp_context=mp.get_context('fork'))
+        try: list(C.ordered_bounded_map(pool, die, (b'x' * (4 << 20) for _ in range(4)), 4))
+        except BrokenProcessPool: print('broken')
+        finally: pool.shutdown(wait=True, cancel_futures=True)
+        print('shut down')''')
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ['broken', 'shut', 'down'] and not r.stderr, (r.stdout, r.stderr[-3000:])
+
+
 # Issue: cleaning that never corrupts what it keeps. Each test is a small hand-made input that the earlier cleaner got wrong.
 
 def _kept(out):
