@@ -18,7 +18,7 @@ from _report import write_result  # noqa: E402
 
 
 def make_input(path, mb):
-    import msllm_nb.clean as C
+    import msllm_nb.corpus.clean as C
     paras = {'zh': [], 'en': []}
     for f, dom in (('zh_news.jsonl', 'zh'), ('zh_reviews.txt', 'zh'), ('en_wiki.jsonl', 'en')):
         for d in C.read_documents(C.SAMPLE_DIR / f, C.Tally()):
@@ -35,7 +35,7 @@ def make_input(path, mb):
 
 
 def time_tutorial(inp, out_file):
-    import msllm_nb.clean as C
+    import msllm_nb.corpus.clean as C
     t0 = time.perf_counter()
     with open(out_file, 'w') as out:
         for f in sorted(inp.iterdir()):
@@ -45,7 +45,7 @@ def time_tutorial(inp, out_file):
 
 
 def time_ours(inp, out_dir):
-    import msllm_nb.clean as C
+    import msllm_nb.corpus.clean as C
     t0 = time.perf_counter()
     rep = C.clean_corpus([inp], out_dir, workers=2, progress=False)
     return time.perf_counter() - t0, rep
@@ -53,7 +53,7 @@ def time_ours(inp, out_dir):
 
 def main(small=40, large=160, reps=5):
     import statistics
-    import msllm_nb.clean as C
+    import msllm_nb.corpus.clean as C
     how = C.start_method()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

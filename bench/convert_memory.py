@@ -19,32 +19,32 @@ from _report import write_result  # noqa: E402
 ENV = {**os.environ, 'GLOG_v': '3'}
 
 OURS = '''
-from msllm_nb.convert import convert_hf_to_ms
+from msllm_nb.model.convert import convert_hf_to_ms
 convert_hf_to_ms(SRC, DST)
 '''
 TUTORIAL = '''
 import torch, mindspore as ms
 from safetensors.torch import load_file
-from msllm_nb.convert import hf_to_ms_name
+from msllm_nb.model.convert import hf_to_ms_name
 sd = load_file(SRC + '/model.safetensors')                      # the whole dict in memory
 params = [{'name': hf_to_ms_name(k), 'data': ms.Tensor(v.float().numpy())} for k, v in sd.items()]  # a converted copy
 ms.save_checkpoint(params, DST)
 '''
 GGUF_OURS = '''
-from msllm_nb.convert import convert_gguf_to_ms
+from msllm_nb.model.convert import convert_gguf_to_ms
 convert_gguf_to_ms(SRC, DST)
 '''
 GGUF_TRANSFORMERS = '''
-from msllm_nb.fixtures import build_hf_from_gguf
+from msllm_nb.model.fixtures import build_hf_from_gguf
 import tempfile, os
 out = tempfile.mkdtemp()
 build_hf_from_gguf(SRC, out + '/hf')
 os.replace(out + '/hf/model.safetensors', DST)
 '''
-IMPORTS_OURS = 'import mindspore, msllm_nb.convert'
-IMPORTS_GGUF_OURS = "import mindspore, gguf, msllm_nb.convert"
-IMPORTS_GGUF_TRANSFORMERS = 'import torch, transformers, gguf, msllm_nb.fixtures'
-IMPORTS_TUTORIAL = 'import torch, mindspore, safetensors.torch, msllm_nb.convert'
+IMPORTS_OURS = 'import mindspore, msllm_nb.model.convert'
+IMPORTS_GGUF_OURS = "import mindspore, gguf, msllm_nb.model.convert"
+IMPORTS_GGUF_TRANSFORMERS = 'import torch, transformers, gguf, msllm_nb.model.fixtures'
+IMPORTS_TUTORIAL = 'import torch, mindspore, safetensors.torch, msllm_nb.model.convert'
 
 
 def peak_rss(code, src, dst):
@@ -58,8 +58,8 @@ def peak_rss(code, src, dst):
 
 
 def main():
-    from msllm_nb.procs import run_reference
-    import msllm_nb.fixtures as fx
+    from msllm_nb.core.procs import run_reference
+    import msllm_nb.model.fixtures as fx
     hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     gg = str(fx.smollm2_gguf())
     rows = []

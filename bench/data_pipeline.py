@@ -20,8 +20,8 @@ from clean_throughput import make_input  # noqa: E402  seeded zh/en documents re
 
 def tokenize_bench(tmp):
     import sentencepiece as spm
-    import msllm_nb.clean as C, msllm_nb.shards as S
-    from msllm_nb.bpe import train_bpe
+    import msllm_nb.corpus.clean as C, msllm_nb.corpus.shards as S
+    from msllm_nb.corpus.bpe import train_bpe
     (tmp / 'raw').mkdir()
     make_input(tmp / 'raw', 60)
     C.clean_corpus([tmp / 'raw'], tmp / 'clean', workers=2, progress=False)
@@ -40,7 +40,7 @@ def tokenize_bench(tmp):
 
 
 RSS_JOB = '''
-import json, re, resource, sys, msllm_nb.clean as C, msllm_nb.shards as S
+import json, re, resource, sys, msllm_nb.corpus.clean as C, msllm_nb.corpus.shards as S
 from pathlib import Path
 raw, out, model, near = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4] == '1'
 cfg = C.CleanConfig()

@@ -21,9 +21,9 @@ REPS, WARM, BATCH, MAX_LEN = 2, 2, 8, 256
 def requests(tok_path):
     "(None, context ids, continuation ids) requests of the course's tasks, tokenized once (the same lists go to both sides)."
     import json
-    from msllm_nb.bpe import load_tokenizer
-    from msllm_nb.eval import build_tasks, heldout_documents
-    from msllm_nb.shards import sample_tokens
+    from msllm_nb.corpus.bpe import load_tokenizer
+    from msllm_nb.eval.harness import build_tasks, heldout_documents
+    from msllm_nb.corpus.shards import sample_tokens
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
     tok, clean = load_tokenizer(tok_path), sample_tokens().parent / 'clean'
     with tempfile.TemporaryDirectory() as d:
@@ -51,7 +51,7 @@ def ms_side(hf_dir, reqs):
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
-    from msllm_nb.eval import MsllmLM
+    from msllm_nb.eval.harness import MsllmLM
     return timed(MsllmLM(hf_dir, batch_size=BATCH, max_length=MAX_LEN, bucket=128), reqs)
 
 
@@ -60,7 +60,7 @@ def ms_modes(hf_dir, mode):
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE if mode == 'graph' else ms.PYNATIVE_MODE)
-    from msllm_nb.eval import MsllmLM, _logprobs
+    from msllm_nb.eval.harness import MsllmLM, _logprobs
     lm, out = MsllmLM(hf_dir, batch_size=BATCH, max_length=MAX_LEN, bucket=128), {}
     rss = lambda: int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 2**20
     for L in (128, 256):
@@ -76,10 +76,10 @@ def hf_side(hf_dir, reqs):
 
 
 def main():
-    import msllm_nb.fixtures as fx
-    from msllm_nb.procs import run_reference
+    import msllm_nb.model.fixtures as fx
+    from msllm_nb.core.procs import run_reference
     import eval_throughput as H  # this file as a module: the child processes import the functions by name
-    from msllm_nb.shards import sample_tokens
+    from msllm_nb.corpus.shards import sample_tokens
     sample_tokens()  # built once, here, before any timed process
     hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     reqs = H.requests(hf)

@@ -44,7 +44,7 @@ def torch_forward(hf_dir, shapes, reps):
 
 def ms_forward(ckpt, shapes, reps, mode):
     import numpy as np, mindspore as ms
-    from msllm_nb.formats import load_model
+    from msllm_nb.model.formats import load_model
     ms.set_device('CPU'); ms.set_context(mode=mode)
     model = load_model(ckpt); model.set_train(False)
     out = {}
@@ -56,7 +56,7 @@ def ms_forward(ckpt, shapes, reps, mode):
             t0 = time.perf_counter(); model(ids).asnumpy(); times.append(time.perf_counter() - t0)
         out[(b, t)] = statistics.median(times)
     if mode == ms.GRAPH_MODE:
-        from msllm_nb.metrics import profile_steps
+        from msllm_nb.train.metrics import profile_steps
         with tempfile.TemporaryDirectory() as d:
             r = profile_steps(lambda: model(ids).asnumpy(), d, steps=PROFILED, warmup=0, top=10 ** 6)
         out['profile'] = {'ops': [(o['op'], o['ms_per_step']) for o in r['ops'][:8]], 'total_ms': r['op_ms_per_step'],
@@ -80,9 +80,9 @@ def profile_table(pt, graph):
 def main():
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
-    import msllm_nb.fixtures as fx
-    import msllm_nb.convert as cv
-    from msllm_nb.procs import run_reference
+    import msllm_nb.model.fixtures as fx
+    import msllm_nb.model.convert as cv
+    from msllm_nb.core.procs import run_reference
     import forward_throughput as H  # this file as a module: spawned children import the functions by name
     hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     with tempfile.TemporaryDirectory() as tmp:

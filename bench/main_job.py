@@ -25,7 +25,7 @@ import json, os, re, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _report import write_result
-import msllm_nb.course as C
+import msllm_nb.course.runner as C
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 900

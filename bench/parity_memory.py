@@ -17,8 +17,8 @@ ENV = {**os.environ, 'GLOG_v': '3'}
 PROG = '''
 import json, re, resource, sys
 from pathlib import Path
-import msllm_nb.parity as P
-from msllm_nb.formats import load_model
+import msllm_nb.model.parity as P
+from msllm_nb.model.formats import load_model
 sys.path.insert(0, BENCH)
 import parity_memory as PM
 HF, CKPT, HELD = sys.argv[1], sys.argv[2], sys.argv[3] == 'held'
@@ -39,16 +39,16 @@ def _hwm():
 
 def reference_with_peak(hf, ids, n_gen):
     "chapter 05's reference outputs, plus this (reference) process's own peak RSS."
-    import msllm_nb.parity as P
+    import msllm_nb.model.parity as P
     out = P.hf_reference(hf, ids, n_gen)
     out['peak_rss'] = _hwm()
     return out
 
 
 def main():
-    from msllm_nb.procs import run_reference
-    import msllm_nb.fixtures as fx
-    import msllm_nb.convert as cv
+    from msllm_nb.core.procs import run_reference
+    import msllm_nb.model.fixtures as fx
+    import msllm_nb.model.convert as cv
     hf = run_reference(fx.build_smollm2_hf, str(fx.fixture_dir() / 'smollm2-135m-instruct'))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,7 @@ if n > 0: ms.device_context.cpu.op_tuning.threads_num(n)
 ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
 from dataclasses import asdict
 from mindspore import Tensor
-import msllm_nb.model as msm, msllm_nb.train_step as ts
+import msllm_nb.model.llama as msm, msllm_nb.train.step as ts
 ms.set_seed(0)
 model = msm.LlamaForCausalLM(msm.LlamaConfig(**{**asdict(msm.PRESETS['tiny']), 'vocab_size': 8192, 'max_position_embeddings': 256}))
 ids = Tensor(np.random.default_rng(0).integers(0, 8192, (8, 129)).astype(np.int32))

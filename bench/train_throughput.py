@@ -5,7 +5,7 @@ causal-LM loss, global-norm clipping at 1.0 and AdamW (β 0.9/0.95, weight decay
 initial weights on the SAME batch; the first-step losses of the two sides are printed to show the models agree.
 
 MindSpore side: `msllm_nb.train_llm.TrainStep` in GRAPH mode, exactly what `train_llm` runs.
-PyTorch side: an eager `nn.Module` written op for op like `msllm_nb.model` (plus `F.cross_entropy`, `clip_grad_norm_`,
+PyTorch side: an eager `nn.Module` written op for op like `msllm_nb.model.llama` (plus `F.cross_entropy`, `clip_grad_norm_`,
 `torch.optim.AdamW`), i.e. how a PyTorch user writes it.
 
 Each framework lives in its own persistent process (chapter 00's rule: one framework per process); after warm-up
@@ -87,7 +87,7 @@ def machine_peaks():
 
 def _torch_model(cfg):
     import torch, torch.nn as nn, torch.nn.functional as F
-    from msllm_nb.model import rope_tables
+    from msllm_nb.model.llama import rope_tables
 
     class RMSNorm(nn.Module):
         def __init__(s, d, eps): super().__init__(); s.eps, s.weight = eps, nn.Parameter(torch.ones(d))
@@ -196,7 +196,7 @@ def _training_attention(scores, ops, M):
 
 def _broadcast_first(ms, ops):
     "The `operands broadcast first` variant: model.py's RMSNorm, softmax gradient and attention with every broadcast operand expanded first."
-    import msllm_nb.model as M
+    import msllm_nb.model.llama as M
     ex = lambda t, like: ops.broadcast_to(t, like.shape)
     def norm(self, x):
         r = ops.rsqrt(M.row_sum(ops.square(x)) / x.shape[-1] + self.eps)
@@ -240,7 +240,7 @@ def _apply_variant(variant):
             return ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore_index)
         T.causal_nll = causal_nll  # what LossCell and CausalLMLoss call
     elif variant == 'rope as matmul':
-        import numpy as np, msllm_nb.model as M
+        import numpy as np, msllm_nb.model.llama as M
         def rotation(hd):  # x @ R == cat(-x[..., h:], x[..., :h])
             h = hd // 2; R = np.zeros((hd, hd), np.float32)
             R[np.arange(h) + h, np.arange(h)] = -1; R[np.arange(h), np.arange(h) + h] = 1
@@ -249,11 +249,11 @@ def _apply_variant(variant):
         def rotate_half(x): return ops.matmul(x, M._ROT)
         M.rotate_half = rotate_half
     elif variant == 'scale q before QKᵀ':
-        import msllm_nb.model as M
+        import msllm_nb.model.llama as M
         def scores(self, q, k, mask): return self.qk(q * self.scale, k) + mask
         M.Attention.construct = _training_attention(scores, ops, M)
     elif variant == 'fused QKV and gate/up':
-        import msllm_nb.model as M
+        import msllm_nb.model.llama as M
         def attention(self, x, cos, sin, mask, past_k=None, past_v=None):
             B, T, _ = x.shape
             w = ops.cat((self.wq.weight, self.wk.weight, self.wv.weight), 0)
@@ -270,13 +270,13 @@ def _apply_variant(variant):
             return self.w2(ops.silu(g) * u)
         M.Attention.construct, M.FeedForward.construct = attention, ffn
     elif variant == 'mask: masked_fill':
-        import msllm_nb.model as M
+        import msllm_nb.model.llama as M
         def scores(self, q, k, mask): return ops.masked_fill(self.qk(q, k) * self.scale, mask < 0, -1e9)
         M.Attention.construct = _training_attention(scores, ops, M)
     elif variant == 'compile cache':  # measure_variants names a folder shared by the repetitions
         ms.set_context(enable_compile_cache=True, compile_cache_path=os.environ['MSLLM_BENCH_COMPILE_CACHE'])
     elif variant == 'reductions by autodiff (before)':
-        import msllm_nb.model as M, msllm_nb.train_step as TS
+        import msllm_nb.model.llama as M, msllm_nb.train.step as TS
         def rms(self, x):
             xf = x.astype(ms.float32)
             return self.weight * (xf * ops.rsqrt(ops.mean(ops.square(xf), -1, keep_dims=True) + self.eps)).astype(x.dtype)
@@ -293,7 +293,7 @@ def _apply_variant(variant):
         from adam_cpu import adamw_by_adam  # (bench/probes is on the spawned worker's path)
         T.make_optimizer = lambda model, **kw: adamw_by_adam(model, **kw)
     elif variant == 'fused RMSNorm (ops.Custom)':
-        import msllm_nb.model as M
+        import msllm_nb.model.llama as M
         from rmsnorm_custom import fused_core  # (bench/probes is on the spawned worker's path)
         M._RMSNormCore = fused_core  # what RMSNorm.__init__ builds its core with
     elif variant == 'operands broadcast first':
@@ -308,7 +308,7 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline', warmup=WAR
     waits for 'run n' commands and answers with the per-step seconds."""
     os.environ.setdefault('GLOG_v', '3')
     import numpy as np
-    from msllm_nb.model import LlamaConfig
+    from msllm_nb.model.llama import LlamaConfig
     from msllm_nb.train_llm import flops_per_token
     cfg = LlamaConfig(**fields, max_position_embeddings=max(SEQS))
     ids = np.random.default_rng(1).integers(3, cfg.vocab_size, (batch, seq)).astype(np.int32)
@@ -370,7 +370,7 @@ def worker(fw, fields, batch, seq, weights, conn, variant='baseline', warmup=WAR
 def _ms_step(cfg, ids):
     "A shipped MindSpore training step (`TrainStep`, GRAPH mode) on a fresh model seeded 0: (model, step cell, step function)."
     import mindspore as ms
-    from msllm_nb.model import LlamaForCausalLM
+    from msllm_nb.model.llama import LlamaForCausalLM
     from msllm_nb.train_llm import LossCell, TrainStep, make_optimizer
     ms.set_seed(0)
     model = LlamaForCausalLM(cfg)
@@ -384,7 +384,7 @@ def pair_worker(fields, batch, seq, warmup, steps, reps, conn):
     (no process start, no other framework on the machine); answers each cell's per-step seconds."""
     os.environ.setdefault('GLOG_v', '3')
     import numpy as np, mindspore as ms
-    from msllm_nb.model import LlamaConfig
+    from msllm_nb.model.llama import LlamaConfig
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
     cfg = LlamaConfig(**fields, max_position_embeddings=max(SEQS))
     ids = np.random.default_rng(1).integers(3, cfg.vocab_size, (batch, seq)).astype(np.int32)
@@ -699,7 +699,7 @@ def main():
     sizes = ([(n, f) for n, f in SIZES.items() if any(n.startswith(w) for w in want)] if want else
              list(SIZES.items())[:1] if a.quick else list(SIZES.items()))
     profiles, capped = [], []
-    from msllm_nb.model import LlamaConfig, param_count
+    from msllm_nb.model.llama import LlamaConfig, param_count
     peak = machine_peaks(); top = max(peak.values())
     for name, (fields, batch) in sizes:
         label = f'{name}, {param_count(LlamaConfig(**fields)) / 1e6:.1f}M params'

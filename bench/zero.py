@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _report import write_result  # noqa: E402
-import msllm_nb.model as msm  # noqa: E402
+import msllm_nb.model.llama as msm  # noqa: E402
 import msllm_nb.train_llm as tl  # noqa: E402
-import msllm_nb.zero as z  # noqa: E402
+import msllm_nb.train.zero as z  # noqa: E402
 
 STEPS, WARM = 20, 4
 BIN = Path(sys.executable).parent

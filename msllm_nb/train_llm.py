@@ -13,24 +13,24 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, ParameterTuple
 from fastcore.script import call_parse, Param, store_true
-import msllm_nb.model as msm
-import msllm_nb.formats as msf
-import msllm_nb.shards as mss
+import msllm_nb.model.llama as msm
+import msllm_nb.model.formats as msf
+import msllm_nb.corpus.shards as mss
 if not __package__:  # run as a file (under msrun, or a copy on a node): the package's imports below resolve in msllm_nb (PEP 366)
     import msllm_nb; __package__ = 'msllm_nb'
-from .env import use_device  # chapter 00: the device, and on CPU how PyNative launches its kernels
-from .cli import Bounds, UsageError, RunFailure, bounded, check_number, fail  # chapter 00: how every command answers bad input
-from .shards import sample_tokens  # chapter 03 writes every token folder
-from .bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
-from .train_step import *  # chapter 06·0: the loss, the optimizer, the step cell
-from .train_config import *  # 06·5: the run's config
-from .launch import *  # chapter 06's floors, a notebook and a module each: 06·4 the launch,
-from .checkpoints import *  # 06·2 crash-safe checkpoints,
-from .checkpoints import _atomic_write
-from .metrics import *  # 06·3 what a run records,
-from .batches import *  # 06·1 each rank's rows of a global batch
-from .plugins import plugin  # 06·6: chapters 09 and 10 join the loop by name (a format, an adapter, an evaluation)
-from .zero import build_step, Barrier, load_step_state  # chapter 07: the strategies composed around the step
+from .core.env import use_device  # chapter 00: the device, and on CPU how PyNative launches its kernels
+from .core.cli import Bounds, UsageError, RunFailure, bounded, check_number, fail  # chapter 00: how every command answers bad input
+from .corpus.shards import sample_tokens  # chapter 03 writes every token folder
+from .corpus.bpe import load_tokenizer  # chapter 02: a SentencePiece or Hugging Face tokenizer, by path
+from .train.step import *  # chapter 06·0: the loss, the optimizer, the step cell
+from .train.config import *  # 06·5: the run's config
+from .train.launch import *  # chapter 06's floors, a notebook and a module each: 06·4 the launch,
+from .train.checkpoints import *  # 06·2 crash-safe checkpoints,
+from .train.checkpoints import _atomic_write
+from .train.metrics import *  # 06·3 what a run records,
+from .train.batches import *  # 06·1 each rank's rows of a global batch
+from .train.plugins import plugin  # 06·6: chapters 09 and 10 join the loop by name (a format, an adapter, an evaluation)
+from .train.zero import build_step, Barrier, load_step_state  # chapter 07: the strategies composed around the step
 
 # %% auto #0
 __all__ = ['TOKENIZER_FILES', 'zero_flag', 'check_config', 'check_labelled', 'check_out_dir', 'set_schedule_step',

@@ -2,7 +2,7 @@
 `bench/` (never timed in a test)."""
 import json, subprocess, sys
 from pathlib import Path
-from msllm_nb.procs import run_reference
+from msllm_nb.core.procs import run_reference
 
 BENCH = Path(__file__).resolve().parents[1] / 'bench'
 sys.path[:0] = [str(BENCH), str(BENCH / 'probes')]

@@ -2,8 +2,8 @@
 import json, random, re, subprocess, sys
 from pathlib import Path
 import pytest
-import msllm_nb.bpe as B
-from msllm_nb.clean import clean_corpus, SAMPLE_DIR
+import msllm_nb.corpus.bpe as B
+from msllm_nb.corpus.clean import clean_corpus, SAMPLE_DIR
 
 BIN = Path(sys.executable).parent
 
@@ -29,7 +29,7 @@ def test_cli_trains_reports_coverage_and_exports_hf(cleaned, tmp_path):
 def test_hf_export_check_compares_text(cleaned, tmp_path):
     "The check is real: a tokenizer that splits differently (here, with a dummy prefix) is caught on the same documents."
     import sentencepiece as spm
-    from msllm_nb.procs import run_reference
+    from msllm_nb.core.procs import run_reference
     texts, what = B.check_texts([cleaned], n=20)
     assert len(texts) == 20 and what == 'held-out documents' and all(texts)
     (tmp_path / 'c.txt').write_text('\n'.join(texts), encoding='utf-8')

@@ -2,7 +2,7 @@
 import json, subprocess, sys, textwrap
 from pathlib import Path
 import pytest
-import msllm_nb.clean as C
+import msllm_nb.corpus.clean as C
 
 BIN = Path(sys.executable).parent
 
@@ -84,7 +84,7 @@ def test_huge_single_line_in_bounded_memory(tmp_path):
         for _ in range(100): f.write(b'x' * (1 << 20))  # one 100 MB line
         f.write(b'\n\nA normal last paragraph that should be kept as well.\n')
     code = textwrap.dedent(f'''
-        import json, re, msllm_nb.clean as C
+        import json, re, msllm_nb.corpus.clean as C
         rep = C.clean_corpus([{str(big)!r}], {str(tmp_path / 'o')!r}, workers=1, progress=False)
         # VmHWM, not ru_maxrss: Linux carries the parent's high-water mark into a child's ru_maxrss across exec
         hwm = int(re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1))
@@ -131,7 +131,7 @@ def test_sample_corpus_rebuilds_byte_for_byte(tmp_path):
 def test_forked_and_spawned_workers_write_the_same(tmp_path):
     "A plain process forks its workers (no start-up); a notebook or a MindSpore process spawns them: same bytes either way."
     code = textwrap.dedent(f'''
-        import json, msllm_nb.clean as C
+        import json, msllm_nb.corpus.clean as C
         ins = [C.SAMPLE_DIR / 'zh_news.jsonl', C.SAMPLE_DIR / 'web_email', C.SAMPLE_DIR / 'en_wiki.jsonl']
         how = [C.start_method()]
         for m in ('fork', 'spawn'):
@@ -189,7 +189,7 @@ def test_a_hub_dataset_from_the_datasets_cache_offline(tmp_path):
 def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path):
     "A worker killed mid-run (the kernel's OOM killer, say) stops msllm-clean with an error instead of a wait for ever."
     code = textwrap.dedent(f'''
-        import os, msllm_nb.clean as C
+        import os, msllm_nb.corpus.clean as C
         def die(args): os._exit(9)  # what a killed worker looks like to the parent
         C._clean_batch = die
         try: C.clean_corpus([C.SAMPLE_DIR / 'zh_news.jsonl'], {str(tmp_path / 'o')!r}, workers=2, progress=False)
@@ -206,7 +206,7 @@ def test_a_worker_killed_while_its_next_batch_is_being_sent_is_an_error_not_a_ha
         import faulthandler, os, time, multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
-        import msllm_nb.clean as C
+        import msllm_nb.corpus.clean as C
         faulthandler.dump_traceback_later(60, exit=True)
         def die(x): time.sleep(0.3); os._exit(9)
         pool = ProcessPoolExecutor(1, mp_context=mp.get_context('fork'))

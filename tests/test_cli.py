@@ -1,4 +1,4 @@
-"""Every command answers bad input the same way (chapter 00·0, `msllm_nb.cli`): one line naming the flag, key or file,
+"""Every command answers bad input the same way (chapter 00·0, `msllm_nb.core.cli`): one line naming the flag, key or file,
 exit 2 for usage and config mistakes, no traceback, nothing written. And every chapter, test and benchmark that starts
 one of the project's commands finds it through the running interpreter, never through the caller's PATH.
 
@@ -8,7 +8,7 @@ its bounds refuse is tried. The subprocess cases run the installed commands as a
 import configparser, contextlib, importlib, io, json, re, subprocess, sys
 from pathlib import Path
 import pytest
-from msllm_nb.cli import parser_of
+from msllm_nb.core.cli import parser_of
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -32,7 +32,7 @@ def flags(name):
     """(parser, the actions a user sets) of a console script. msllm-lm-eval takes the harness's own command line, not
     `call_parse` arguments: its parser is `eval.lm_eval_parser()`'s `run` command."""
     if name == 'msllm-lm-eval':
-        from msllm_nb.eval import lm_eval_parser
+        from msllm_nb.eval.harness import lm_eval_parser
         p = lm_eval_parser()._subparsers.choices['run']
     else: p = parser_of(SCRIPTS[name])
     return p, [a for a in p._actions if a.dest not in ('help', 'pdb', 'xtra')]
@@ -170,7 +170,7 @@ def test_the_check_finds_a_bare_command():
 
 def config_fields():
     import dataclasses
-    from msllm_nb.train_config import TrainConfig
+    from msllm_nb.train.config import TrainConfig
     return dataclasses.fields(TrainConfig)
 
 
@@ -185,8 +185,8 @@ def wrong_values(f) -> list:
 @pytest.mark.parametrize('f', config_fields(), ids=lambda f: f.name)
 def test_every_config_field_refuses_wrong_values_naming_the_key(f):
     "`--set key=value` (and the same key in a YAML file) with a value the field refuses: an error naming the key and where it came from."
-    from msllm_nb.train_config import load_config
-    from msllm_nb.cli import UsageError
+    from msllm_nb.train.config import load_config
+    from msllm_nb.core.cli import UsageError
     bad = wrong_values(f)
     if f.type in ('int', 'float'): assert f.metadata.get('bounds') is not None, f'{f.name}: a number field with no bounds'
     for v in bad:
@@ -196,8 +196,8 @@ def test_every_config_field_refuses_wrong_values_naming_the_key(f):
 
 
 def test_a_config_file_mistake_names_the_file(tmp_path):
-    from msllm_nb.train_config import load_config
-    from msllm_nb.cli import UsageError
+    from msllm_nb.train.config import load_config
+    from msllm_nb.core.cli import UsageError
     p = tmp_path / 'run.yaml'; p.write_text('steps: 10\nlr: .inf\n')
     with pytest.raises(UsageError, match=r'run\.yaml.*lr'): load_config(p)
     p.write_text('steps: [1, 2\n')

@@ -3,11 +3,11 @@ import json, shutil, subprocess, sys, textwrap
 from pathlib import Path
 import numpy as np
 import pytest
-import msllm_nb.model as M
-import msllm_nb.formats as msf
-import msllm_nb.fixtures as mfx
-import msllm_nb.convert as cv
-from msllm_nb.procs import run_reference
+import msllm_nb.model.llama as M
+import msllm_nb.model.formats as msf
+import msllm_nb.model.fixtures as mfx
+import msllm_nb.model.convert as cv
+from msllm_nb.core.procs import run_reference
 from train_helpers import run_in_process, make_tiny_hfs
 
 BIN = Path(sys.executable).parent
@@ -27,7 +27,7 @@ def test_mistral_layout_converts_and_matches(fx, tmp_path):
     with pytest.warns(UserWarning, match='sliding-window attention \\(128\\) is not implemented: max_position_embeddings capped from 256 to 128'):
         cfg = cv.from_hf_config(fx['mistral'] / 'config.json')
     assert cfg.architecture == 'mistral' and cfg.max_position_embeddings == 128
-    from msllm_nb.parity import check_parity
+    from msllm_nb.model.parity import check_parity
     r = check_parity(fx['mistral'], n_gen=32)
     assert r['passed'] and r['greedy_identical'], r
 
@@ -76,7 +76,7 @@ def test_reverse_conversion_keeps_the_config(fx, tmp_path, arch):
 def test_transformers_loads_the_reverse_conversion(fx, tmp_path):
     cv.convert_hf_to_ms(fx['llama'], tmp_path / 'l.ckpt')
     cv.convert_ms_to_hf(tmp_path / 'l.ckpt', tmp_path / 'hf')
-    from msllm_nb.parity import check_parity
+    from msllm_nb.model.parity import check_parity
     r = check_parity(tmp_path / 'hf', tmp_path / 'l.ckpt', n_gen=8)  # transformers loads our export and agrees with it
     assert r['passed'], r
 
@@ -165,7 +165,7 @@ def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads((tmp_path / 'p.json').read_text())
     assert rep['passed'] and rep['greedy_identical'] and rep['n_gen'] == 32 and rep['logits']['rel'] <= 1e-4
-    from msllm_nb.parity import break_checkpoint
+    from msllm_nb.model.parity import break_checkpoint
     cv.convert_hf_to_ms(fx['qwen2'], tmp_path / 'good.ckpt')
     break_checkpoint(tmp_path / 'good.ckpt', tmp_path / 'rot.ckpt', 'rotary')
     r = cli(BIN / 'msllm-parity', fx['qwen2'], '--ckpt', tmp_path / 'rot.ckpt', '--n_gen', '8')
@@ -180,7 +180,7 @@ def test_parity_cli_passes_and_catches_a_broken_conversion(fx, tmp_path):
 
 def test_check_parity_from_a_script_without_main_guard(fx, tmp_path):
     "check_parity from a plain script: the reference process does not re-run the script (no multiprocessing bootstrap error)."
-    (tmp_path / 'plain.py').write_text(f'from msllm_nb.parity import check_parity\nprint("passed", check_parity({str(fx["llama"])!r}, n_gen=4)["passed"])\n')
+    (tmp_path / 'plain.py').write_text(f'from msllm_nb.model.parity import check_parity\nprint("passed", check_parity({str(fx["llama"])!r}, n_gen=4)["passed"])\n')
     r = cli(sys.executable, tmp_path / 'plain.py', cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.splitlines() == ['passed True'], (r.stdout, r.stderr[-2000:])
 
@@ -223,7 +223,7 @@ def test_smollm2_parity_via_cli(tmp_path):
 
 # ---- tokenizers rebuilt from a GGUF's vocabulary (no model tensors needed: a tokenizer-only file)
 
-DATA = Path(M.__file__).parent / 'data' / 'sample'
+DATA = Path(M.__file__).parents[1] / 'data' / 'sample'
 TEXTS = ['Hello, world! 2024-12-01: 12345 apples', "It's   here\n\n\tdon't  ", '机器学习是人工智能的一个分支。', 'e\u0301t\u00e9 café',
          '    for i in range(10):\n        print(i)\r\n', '😀 ÿ ~~~>>> x²']
 
@@ -264,7 +264,7 @@ def test_gguf_sentencepiece_tokenizer_encodes_as_the_original(tmp_path):
     assert [ours.encode(t) for t in held_out] == [sp.encode(t) for t in held_out]
     assert ours.encode('x²😀')[-1] != ours.unk_id() and any(sp.is_byte(i) for i in ours.encode('😀'))  # byte fallback kept
     assert json.loads((out / 'tokenizer_config.json').read_text())['eos_token'] == '</s>'
-    from msllm_nb.bpe import load_tokenizer
+    from msllm_nb.corpus.bpe import load_tokenizer
     tk = load_tokenizer(out)
     enc, dec, eos = tk.encode, tk.decode, tk.eos_id
     assert enc(TEXTS[0]) == sp.encode(TEXTS[0]) and dec(enc(TEXTS[2])) == TEXTS[2] and eos == sp.eos_id()
@@ -342,7 +342,7 @@ def test_reverse_carries_a_gguf_tokenizer(fx, tmp_path, kind):
     assert json.loads(r.stdout)['tokenizer'] == str(tmp_path / 'model_tokenizer')
     r = cli(BIN / 'msllm-convert', '--reverse', tmp_path / 'model.ckpt', tmp_path / 'hf')
     assert r.returncode == 0 and 'model_tokenizer' in r.stdout, r.stderr[-2000:]
-    from msllm_nb.bpe import load_tokenizer
+    from msllm_nb.corpus.bpe import load_tokenizer
     rebuilt = load_tokenizer(tmp_path / 'model_tokenizer')  # what the forward conversion made, as the course reads it
     assert run_reference(mfx.auto_tokenizer_ids, tmp_path / 'hf', TOK_TEXTS) == [rebuilt.encode(t) for t in TOK_TEXTS]
 
@@ -352,7 +352,7 @@ def test_reverse_carries_a_sentencepiece_tokenizer(fx, tmp_path):
     token folder, or --tokenizer: the HF folder gets a tokenizer transformers loads, encoding as SentencePiece does.
     Without one, a one-line warning."""
     import sentencepiece as spm
-    from msllm_nb.bpe import train_bpe
+    from msllm_nb.corpus.bpe import train_bpe
     (tmp_path / 'clean').mkdir()
     (tmp_path / 'clean' / 'clean-00000.jsonl').write_text(''.join(json.dumps({'text': f'document {i} about the weather, the cats and the dogs {i * 7}',
                                                                               'source': f'en_x.txt:{i}'}) + '\n' for i in range(40)))

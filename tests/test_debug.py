@@ -93,7 +93,7 @@ def test_a_divergence_is_found_where_it_starts_and_doctor_advises_a_healthy_chec
 def test_a_single_batch_spike_is_a_warning_with_a_checkpoint_before_it(tmp_path):
     "An injected one-batch spike that the run recovers from: a warning at that step, advising the newest checkpoint before it."
     import numpy as np
-    from msllm_nb.model import LlamaConfig
+    from msllm_nb.model.llama import LlamaConfig
     ck = tl.Checkpoints(tmp_path / 'checkpoints', keep=5)
     for s in (10, 20, 30):
         w = {'model.norm_out.weight': np.full(4, 1 + s / 100, np.float32)}  # weights that move, a little
@@ -192,7 +192,7 @@ def test_rollback_reloads_the_last_checkpoint_and_resumes_exactly(tokens, tmp_pa
     assert r.returncode == 9 and tl.Checkpoints(tmp_path / 'b' / 'checkpoints').steps()[0] == 4, r.stderr[-3000:]
     r = go(tmp_path / 'b', 5, 0, '--resume')  # ... resumes from step 4, meets the bad batch again and rolls back again
     assert r.returncode == 0, r.stderr[-3000:]
-    from msllm_nb.formats import load_ms_weights
+    from msllm_nb.model.formats import load_ms_weights
     wa, wb = (load_ms_weights(tmp_path / x / 'checkpoints' / 'step_00000008' / 'model.ckpt') for x in 'ab')
     assert all((wa[k] == wb[k]).all() for k in wa)  # bitwise
     r = go(tmp_path / 'c', 1, 0)  # nothing saved yet: nothing to roll back to
@@ -229,7 +229,7 @@ def as_new_format(rec):
 def synthetic_run(path, losses, val=None, grad_norms=None, saves=(), extra=(), new_format=False):
     "A run folder from synthetic records: train losses for steps 1.., val {step: loss} (a loss may be nan/None), checkpoints at `saves`."
     import numpy as np
-    from msllm_nb.model import LlamaConfig
+    from msllm_nb.model.llama import LlamaConfig
     path.mkdir(parents=True, exist_ok=True)
     ck = tl.Checkpoints(path / 'checkpoints', keep=len(saves) + 1)
     for s in saves:

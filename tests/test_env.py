@@ -3,9 +3,9 @@ import json, os, re, subprocess, sys
 from pathlib import Path
 import importlib.metadata as md
 import pytest
-import msllm_nb.env as E
-import msllm_nb.course as C
-import msllm_nb.procs as P
+import msllm_nb.core.env as E
+import msllm_nb.course.runner as C
+import msllm_nb.core.procs as P
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -106,7 +106,7 @@ def test_console_script_gpu_missing_is_one_line(tmp_path):
 
 
 def test_reference_runs_in_a_child_process():
-    code = ('import sys, msllm_nb.procs as C; p = C.run_reference(C.torch_probe); '
+    code = ('import sys, msllm_nb.core.procs as C; p = C.run_reference(C.torch_probe); '
             'assert "torch" not in sys.modules; print(p["installed"])')
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -117,7 +117,7 @@ def test_reference_runs_in_a_child_process():
 
 def test_reference_from_a_script_without_main_guard(tmp_path):
     "A plain script (no `if __name__ == '__main__':`) may call it: the child never re-imports the script."
-    (tmp_path / 'plain.py').write_text('import os, msllm_nb.procs as C\nprint("child", C.run_reference(os.getpid) != os.getpid())\n')
+    (tmp_path / 'plain.py').write_text('import os, msllm_nb.core.procs as C\nprint("child", C.run_reference(os.getpid) != os.getpid())\n')
     r = subprocess.run([sys.executable, tmp_path / 'plain.py'], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.splitlines() == ['child True'], (r.stdout, r.stderr[-2000:])  # printed once: not re-run
 
@@ -216,7 +216,7 @@ def test_use_device_after_kernels_have_run_on_that_device():
     (MindSpore refuses any set_device once its runtime started: msllm-eval run in-process after another test's kernels
     failed that way); asking for another device is still an error."""
     code = ('import numpy as np, mindspore as ms\n(ms.Tensor(np.ones(3, np.float32)) * 2).asnumpy()\n'
-            'from msllm_nb.env import use_device\nfrom msllm_nb.eval import set_device\n'
+            'from msllm_nb.core.env import use_device\nfrom msllm_nb.eval.harness import set_device\n'
             "use_device('CPU'); set_device('cpu', 'pynative'); set_device('cpu', 'graph')\n"
             "try: use_device('GPU')\nexcept RuntimeError: print('GPU refused')\n")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env={**os.environ, 'GLOG_v': '3'})

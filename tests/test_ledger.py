@@ -2,7 +2,7 @@
 records give, and the items no chapter checks yet are exactly those listed in UNCHECKED, which only ever shrinks."""
 import json
 from pathlib import Path
-import msllm_nb.ledger as L
+import msllm_nb.course.ledger as L
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / 'nbs'

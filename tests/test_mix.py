@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import msllm_nb.train_llm as tl
-import msllm_nb.shards as S
-from msllm_nb.cli import UsageError
+import msllm_nb.corpus.shards as S
+from msllm_nb.core.cli import UsageError
 
 from train_helpers import BIN, run, run_in_process, quick, one_line_error, sft_folder, train_records, digests
 

@@ -2,7 +2,7 @@
 the kind it is declared as. A stale install (settings.ini changed, `pip install -e .` not rerun) fails here, by name."""
 from configparser import ConfigParser
 from pathlib import Path
-from msllm_nb.plugins import KINDS, DataFormat, Adapter, installed, plugin
+from msllm_nb.train.plugins import KINDS, DataFormat, Adapter, installed, plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 

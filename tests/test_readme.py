@@ -52,7 +52,7 @@ def test_chapter_table_matches_notebooks():
 
 def write_ledger_into_index(index=ROOT / 'nbs' / 'index.ipynb'):
     "Put the current claims ledger (00·2, from nbs/ledger/*.json) into index.ipynb, after the chapter table."
-    from msllm_nb.ledger import ledger_markdown, LEDGER_HEADING
+    from msllm_nb.course.ledger import ledger_markdown, LEDGER_HEADING
     nb = json.loads(Path(index).read_text(encoding='utf-8'))
     src = ledger_markdown(index.parent).splitlines(keepends=True)
     cells = nb['cells']

@@ -6,10 +6,10 @@ import yaml
 from pathlib import Path
 import numpy as np
 import pytest
-import msllm_nb.sft as S
-import msllm_nb.model as msm
+import msllm_nb.sft.finetune as S
+import msllm_nb.model.llama as msm
 import msllm_nb.train_llm as tl
-from msllm_nb.formats import save_ms_weights, load_ms_weights
+from msllm_nb.model.formats import save_ms_weights, load_ms_weights
 from train_helpers import BIN, run, launch_report
 
 STEPS = 8
@@ -98,7 +98,7 @@ def test_lora_run_keeps_adapters_and_writes_the_merged_model(sft_data, lora_refe
     assert merged.keys() == base.keys()  # the plain model's names: convertible and loadable as any checkpoint
     changed = {k for k in base if not np.array_equal(base[k], merged[k])}
     assert changed and all(k.rsplit('.', 2)[-2] in S.LORA_TARGETS for k in changed), sorted(changed)[:4]  # only the adapted projections moved
-    from msllm_nb.eval import _resolve  # msllm-eval RUN_DIR of a LoRA run scores its merged model, with the run's tokenizer
+    from msllm_nb.eval.harness import _resolve  # msllm-eval RUN_DIR of a LoRA run scores its merged model, with the run's tokenizer
     ckpt, tok = _resolve(lora_reference)
     assert ckpt == Path(lora_reference) / 'merged' / 'model.ckpt' and tok is not None and Path(tok).exists(), (ckpt, tok)
 
@@ -160,8 +160,8 @@ def test_msllm_sft_on_a_new_users_file(tmp_path):
 @pytest.mark.slow
 def test_the_sft_smollm2_config_trains_smollm2_as_its_header_says(tmp_path):
     "configs/sft_smollm2.yaml, prepared with the two commands its header gives (SmolLM2 converted; the instruction set rendered with its template)."
-    from msllm_nb.procs import run_reference
-    import msllm_nb.fixtures as mfx
+    from msllm_nb.core.procs import run_reference
+    import msllm_nb.model.fixtures as mfx
     hf = run_reference(mfx.build_smollm2_hf, str(mfx.fixture_dir() / 'smollm2-135m-instruct'))
     S.build_instructions([tl.sample_tokens().parent / 'clean'], tmp_path / 'instr')
     r = run([BIN / 'msllm-convert', hf, tmp_path / 'smollm2' / 'model.ckpt'])
@@ -190,7 +190,7 @@ def test_the_sft_smollm2_config_trains_smollm2_as_its_header_says(tmp_path):
 
 def sft_main(capsys, *argv):
     "msllm-sft's parsing and body run here: (exit code, stderr lines); a traceback fails the test."
-    from msllm_nb.cli import parser_of
+    from msllm_nb.core.cli import parser_of
     with pytest.raises(SystemExit) as e:
         ns = vars(parser_of(S.sft_cli).parse_args([str(a) for a in argv]))
         S.sft_cli.__wrapped__(**{k: v for k, v in ns.items() if k not in ('pdb', 'xtra')}); raise SystemExit(0)
@@ -201,7 +201,7 @@ GOOD = json.dumps({'messages': [{'role': 'user', 'content': 'Bonjour ?'}, {'role
 
 
 def test_msllm_sft_numeric_flags_declare_bounds():
-    from msllm_nb.cli import parser_of
+    from msllm_nb.core.cli import parser_of
     for a in parser_of(S.sft_cli)._actions:
         if a.dest in ('seq_len', 'seed'): assert hasattr(a.type, 'bounds'), a.dest
 

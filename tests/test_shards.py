@@ -3,9 +3,9 @@ import json, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
-import msllm_nb.shards as S
-from msllm_nb.clean import clean_corpus, SAMPLE_DIR
-from msllm_nb.bpe import train_bpe
+import msllm_nb.corpus.shards as S
+from msllm_nb.corpus.clean import clean_corpus, SAMPLE_DIR
+from msllm_nb.corpus.bpe import train_bpe
 
 BIN = Path(sys.executable).parent
 
@@ -97,7 +97,7 @@ def test_errors_are_clear(prepared, tmp_path):
 
 def test_bundled_sample_same_bytes_in_any_folder(tmp_path, monkeypatch):
     "The bundled sample built from copies in two folders: the same cleaned text, tokenizer and token shards, byte for byte."
-    import shutil, msllm_nb.clean as C
+    import shutil, msllm_nb.corpus.clean as C
     builds = []
     for where in ('a', 'much/deeper/b'):
         copy = tmp_path / where / 'sample'; shutil.copytree(SAMPLE_DIR, copy)
@@ -129,10 +129,10 @@ def test_a_script_without_main_guard_gets_an_error_not_a_hang(tmp_path):
     shard = tmp_path / 'text-00000.jsonl'
     shard.write_text(''.join(json.dumps({'text': f'hello world {i}', 'source': 'en_x.txt'}) + '\n' for i in range(20)))
     call = f"S.tokenize_shards([{str(shard)!r}], {str(S.sample_tokens() / 'tokenizer.model')!r}, {str(tmp_path / 'tok')!r}, workers=2, progress=False)"
-    (tmp_path / 'bare.py').write_text(f'import msllm_nb.shards as S\n{call}\nprint("done")\n')
+    (tmp_path / 'bare.py').write_text(f'import msllm_nb.corpus.shards as S\n{call}\nprint("done")\n')
     r = subprocess.run([sys.executable, tmp_path / 'bare.py'], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 1 and "needs its code under `if __name__ == '__main__':`" in r.stderr.strip().splitlines()[-1], r.stderr[-2000:]
-    (tmp_path / 'guarded.py').write_text(f'import msllm_nb.shards as S\nif __name__ == "__main__":\n    {call}\n    print("done")\n')
+    (tmp_path / 'guarded.py').write_text(f'import msllm_nb.corpus.shards as S\nif __name__ == "__main__":\n    {call}\n    print("done")\n')
     r = subprocess.run([sys.executable, tmp_path / 'guarded.py'], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == 'done', r.stderr[-2000:]
     assert json.loads((tmp_path / 'tok' / 'meta.json').read_text())['docs'] == 20

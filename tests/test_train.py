@@ -97,7 +97,7 @@ def test_out_dir_that_is_a_file_is_refused_before_writing(tokens, tmp_path):
 
 
 def test_every_numeric_flag_declares_its_bounds(tokens, tmp_path):
-    from msllm_nb.cli import parser_of
+    from msllm_nb.core.cli import parser_of
     loose = [a.dest for a in parser_of(tl.main)._actions if a.type in (int, float)]
     assert loose == [], loose
     r = run([BIN / 'train_llm', '--check', *args(tokens, tmp_path / 'x'), '--zero', '2'])
@@ -130,7 +130,7 @@ def test_reference_run_outputs(reference):
     assert ck.steps() == [12, 9, 6] and (Path(reference) / 'checkpoints' / 'latest').read_text().strip() == 'step_00000012'
     ev = list((Path(reference) / 'tb').glob('events.out.tfevents.*'))
     assert ev and b'train/loss' in ev[0].read_bytes() and b'val/loss' in ev[0].read_bytes()
-    from msllm_nb.formats import load_model
+    from msllm_nb.model.formats import load_model
     load_model(Path(reference) / 'checkpoints' / 'step_00000012' / 'model.ckpt')  # a plain model checkpoint, strict load
 
 
@@ -311,7 +311,7 @@ def test_a_malformed_meta_json_is_one_line_naming_it(tmp_path, text, says):
 
 def test_a_format_plugin_is_read_through_its_own_windows_and_meta(tmp_path):
     "A format plugged in by name (06·6) is read through its own windows and meta: the vocabulary may live there, not in the file."
-    import msllm_nb.plugins as P
+    import msllm_nb.train.plugins as P
     ones = lambda folder, seq_len, vocab=100: ([(np.ones(seq_len, np.int32),)] * 50, {'format': 'ones', 'vocab_size': vocab})
     P.register('format', 'ones', P.DataFormat(ones, lambda model, world, group: tl.LossCell(model)))
     P.register('format', 'ones_novocab', P.DataFormat(lambda f, n: ones(f, n, None), lambda model, world, group: tl.LossCell(model)))
@@ -426,8 +426,8 @@ def test_copy_tokenizer_takes_the_tokenizer_files_only(tmp_path):
 
 def test_lora_merged_folder_carries_its_tokenizer(tokens, tmp_path):
     "merged/ of a LoRA run holds the tokenizer and names it in its meta.json: moved elsewhere, it is still whole."
-    from msllm_nb.formats import save_ms_weights
-    from msllm_nb.bpe import load_tokenizer
+    from msllm_nb.model.formats import save_ms_weights
+    from msllm_nb.corpus.bpe import load_tokenizer
     cfg = tl.msm.LlamaConfig(**{**tl.msm.PRESETS['tiny'].__dict__, 'vocab_size': 8192, 'max_position_embeddings': 256, 'num_hidden_layers': 1})
     save_ms_weights({p.name: p.asnumpy() for p in tl.msm.LlamaForCausalLM(cfg).get_parameters()}, tmp_path / 'base' / 'model.ckpt', cfg)
     r = run([BIN / 'train_llm', *quick(tokens, tmp_path / 'run', f'init_from={tmp_path / "base" / "model.ckpt"}', 'lora_rank=2')])

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import msllm_nb.model as msm
-import msllm_nb.formats as msf
+import msllm_nb.model.llama as msm
+import msllm_nb.model.formats as msf
 import msllm_nb.train_llm as tl
-import msllm_nb.zero as z
+import msllm_nb.train.zero as z
 from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step, launch_report
 
 
@@ -231,13 +231,13 @@ def test_fp16_overflow_skips_the_step_and_halves_the_scale(tokens, tmp_path):
         assert scales[s] == scales[s - 1] / (2 if s in over else 1), (s, scales, over)
     meta = json.loads((tmp_path / 'checkpoints' / 'step_00000005' / 'meta.json').read_text())
     assert meta['loss_scale'] == scales[-1] / (2 if ev[-1]['step'] == 5 else 1)  # the scale after the last step is checkpointed
-    from msllm_nb.debug import doctor
+    from msllm_nb.debug.doctor import doctor
     assert 'non_finite_loss' not in [f.code for f in doctor(tmp_path)]  # overflows the scaler handled are not a broken run
 
 
 def memory_main(capsys, *argv):
     "msllm-memory's parsing and body run here: (exit code, stderr lines); a traceback fails the test."
-    from msllm_nb.cli import parser_of
+    from msllm_nb.core.cli import parser_of
     with pytest.raises(SystemExit) as e:
         ns = vars(parser_of(z.memory_cli).parse_args([str(a) for a in argv]))
         z.memory_cli.__wrapped__(**{k: v for k, v in ns.items() if k not in ('pdb', 'xtra')}); raise SystemExit(0)
@@ -245,7 +245,7 @@ def memory_main(capsys, *argv):
 
 
 def test_memory_cli_numeric_flags_declare_bounds():
-    from msllm_nb.cli import parser_of
+    from msllm_nb.core.cli import parser_of
     nums = [a for a in parser_of(z.memory_cli)._actions if a.dest in ('devices', 'device_gb', 'devices_per_node', 'seq_len', 'micro_batch')]
     assert len(nums) == 5 and all(hasattr(a.type, 'bounds') for a in nums), [a.dest for a in nums if not hasattr(a.type, 'bounds')]
 

@@ -37,7 +37,7 @@ def one_record_per_step(out):
 
 
 def final_weights(out):
-    from msllm_nb.formats import load_ms_weights
+    from msllm_nb.model.formats import load_ms_weights
     return load_ms_weights(Path(out) / 'checkpoints' / f'step_{STEPS:08d}' / 'model.ckpt')
 
 
@@ -130,7 +130,7 @@ def one_line(r, code, *names):
 
 def make_tiny_hfs(specs):
     "`fixtures.make_tiny_hf(*spec)` for each spec, in this process (meant for one `run_reference` child for them all)."
-    from msllm_nb.fixtures import make_tiny_hf
+    from msllm_nb.model.fixtures import make_tiny_hf
     return [make_tiny_hf(*spec) for spec in specs]
 
 

@@ -67,7 +67,7 @@ def adamw_by_adam(model, **kw):
     `train_throughput.py` that measures this lever in a training step."""
     from mindspore import ops
     from mindspore.ops import functional as F
-    from msllm_nb.train_step import make_optimizer
+    from msllm_nb.train.step import make_optimizer
     base = make_optimizer(model, **kw)
     update = ops.MultitypeFuncGraph('adamw_by_adam')
 

@@ -30,7 +30,7 @@ CHECK = 3  # updates compared per-tensor against flat before timing
 def lr_table(lr, min_lr, warmup_steps, total_steps):
     "`make_optimizer`'s per-step learning rates."
     import numpy as np, mindspore as ms
-    from msllm_nb.train_step import lr_at
+    from msllm_nb.train.step import lr_at
     return ms.Tensor(np.array([lr_at(s, lr, min_lr, warmup_steps, total_steps) for s in range(total_steps)], np.float32))
 
 
@@ -41,7 +41,7 @@ def flat_adamw(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=1000):
     it where it takes the optimizer (`TrainStep(loss_cell, flat_adamw(model))`)."""
     import numpy as np, mindspore as ms
     from mindspore import nn, ops, Parameter, ParameterTuple
-    from msllm_nb.train_step import decay_groups
+    from msllm_nb.train.step import decay_groups
     groups = [g for g in decay_groups(model.trainable_params()) if g]
     table = lr_table(lr, min_lr, warmup_steps, total_steps)
 
@@ -72,7 +72,7 @@ def cells(model, flat_lr=1e-3):
     gradients). `flat_lr`: the flat update's peak learning rate (the per-tensor one's is 1e-3; another value is a wrong update)."""
     import mindspore as ms
     from mindspore import nn, ops, Parameter
-    from msllm_nb.train_step import make_optimizer
+    from msllm_nb.train.step import make_optimizer
     per = make_optimizer(model, lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=1000)
     flat = flat_adamw(model, lr=flat_lr)
     alone = [Parameter(f.value().copy(), name=f'alone{i}') for i, f in enumerate(flat.opt.parameters)]
@@ -117,7 +117,7 @@ def agree(fields, updates=CHECK, lr=1e-3):
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
-    from msllm_nb.model import LlamaConfig, LlamaForCausalLM
+    from msllm_nb.model.llama import LlamaConfig, LlamaForCausalLM
     ms.set_seed(0)
     per, flat, _, params = cells(LlamaForCausalLM(LlamaConfig(**fields)), lr)
     same, rel, _ = compare(per, flat, params, updates)
@@ -130,7 +130,7 @@ def measure(name, fields, reps):
     import numpy as np, mindspore as ms
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_recursion_limit(10000)  # the flat cell's loops over SmolLM2's 272 tensors unroll deeper than the default 1000
-    from msllm_nb.model import LlamaConfig, LlamaForCausalLM, param_count
+    from msllm_nb.model.llama import LlamaConfig, LlamaForCausalLM, param_count
     ms.set_seed(0)
     cfg = LlamaConfig(**fields)
     model = LlamaForCausalLM(cfg)
@@ -150,7 +150,7 @@ def measure(name, fields, reps):
 
 
 def main(reps=40):
-    from msllm_nb.procs import run_reference
+    from msllm_nb.core.procs import run_reference
     import optimizer_flat as H  # this file as a module: the fresh processes import `measure` by name
     rows = ['| model | tensors | per tensor ms (train_llm) | flat, with its copies ms | flat, no copies ms | flat with copies ÷ per tensor | '
             f'flat alone ÷ per tensor | after {CHECK} updates: flat vs per tensor |', '|---|---|---|---|---|---|---|---|']

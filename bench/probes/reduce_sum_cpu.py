@@ -2,7 +2,7 @@
 
 The same sums, at the shapes a LLaMA training step makes, timed four ways:
 - MindSpore `ReduceSum` (`x.sum(axis)`, a GRAPH-mode function), as autodiff emits it;
-- MindSpore, the same sum as a matrix product with a ones vector (what msllm_nb.model's `row_sum` does);
+- MindSpore, the same sum as a matrix product with a ones vector (what msllm_nb.model.llama's `row_sum` does);
 - MindSpore, a graph that only slices the tensor: the fixed cost of calling a graph on it, no reduction;
 - PyTorch (`torch.sum`) and NumPy (`np.sum`).
 Each framework runs in a process of its own (MindSpore and PyTorch in one process slow each other down), median of

@@ -60,7 +60,7 @@ def compare():
     "{'model'|'custom': {'forward ms', 'forward and backward ms'}, 'diff': largest |difference| ÷ largest |value| of y, dx, dw}."
     import numpy as np, mindspore as ms
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
-    from msllm_nb.model import _RMSNormCore
+    from msllm_nb.model.llama import _RMSNormCore
     rng = np.random.default_rng(0)
     x, w = ms.Tensor(rng.standard_normal(SHAPE).astype(np.float32)), ms.Tensor((1 + 0.1 * rng.standard_normal(SHAPE[-1])).astype(np.float32))
     dy = ms.Tensor(rng.standard_normal(SHAPE).astype(np.float32))
