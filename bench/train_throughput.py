@@ -195,7 +195,7 @@ def _training_attention(scores, ops, M):
 
 
 def _broadcast_first(ms, ops):
-    "The `operands broadcast first` variant: model.py's RMSNorm, softmax gradient and attention with every broadcast operand expanded first."
+    "The `operands broadcast first` variant: model/llama.py's RMSNorm, softmax gradient and attention with every broadcast operand expanded first."
     import msllm_nb.model.llama as M
     ex = lambda t, like: ops.broadcast_to(t, like.shape)
     def norm(self, x):

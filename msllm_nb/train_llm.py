@@ -448,7 +448,8 @@ def finish(run:Run, start:int)->dict:
     opt_bytes = {k: sum(p.asnumpy().nbytes for p in run.step_cell.optimizer.get_parameters() if p.name.startswith(pre))
                  for k, pre in (('adam_moments', ('adam_m.', 'adam_v.')), ('master_slices', ('zero.',)))}  # this rank's optimizer memory
     (out/'ranks').mkdir(exist_ok=True)
-    (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, **run.info['mesh'].coords(rank), 'params_sha256': digest, 'optimizer_bytes': opt_bytes}))
+    (out/'ranks'/f'rank_{rank}.json').write_text(json.dumps({'rank': rank, **run.info['mesh'].coords(rank), 'tp_replicas': True,  # the tensor ranks hold whole replicas (no layer is split yet)
+                                                                 'params_sha256': digest, 'optimizer_bytes': opt_bytes}))
     if rank == 0 and cfg.lora_rank: summary['merged'] = str(save_merged(run))
     if rank == 0: _atomic_write(out/'summary.json', dumps_finite({**summary, 'params_sha256': digest}, indent=1))
     run.log.close()

@@ -399,6 +399,10 @@ def test_mesh_of_2_data_ranks_by_2_replicas_equals_2_rank_dp_bitwise(tokens, msr
     ranks = [json.loads((out / 'ranks' / f'rank_{k}.json').read_text()) for k in range(4)]
     assert [(q['tp'], q['dp']) for q in ranks] == [(0, 0), (1, 0), (0, 1), (1, 1)]
     assert {q['params_sha256'] for q in ranks} == set(digests(msrun_dp, 2))  # one digest: the 2-rank run's
+    from msllm_nb.debug.doctor import check_ranks  # msllm-doctor compares replicas too: all four ranks must agree
+    assert check_ranks(out) == [] and all(q['tp_replicas'] for q in ranks)
+    (out / 'ranks' / 'rank_1.json').write_text(json.dumps({**ranks[1], 'params_sha256': 'f' * 64}))  # one replica drifts
+    assert [f.code for f in check_ranks(out)] == ['ranks_diverged']
 
 
 def test_resume_of_a_finished_msrun_run(tokens, msrun_dp, tmp_path):

@@ -450,11 +450,13 @@ def check_figures(recs:list[dict] # every record of a run's metrics.jsonl
 # %% ../../nbs/08_debug.ipynb #919c40fd
 def check_ranks(run_dir:str|Path)->list[Finding]:
     """Ranks that must hold bitwise identical parameters and do not: each data-parallel group of the mesh (06·4), the ranks
-    of one tensor slice and one pipeline stage (every rank of a plain data-parallel run). Ranks of different slices differ."""
+    of one tensor slice and one pipeline stage (every rank of a plain data-parallel run). Ranks of different slices differ;
+    where the tensor ranks hold whole replicas (`tp_replicas`: train_llm's `replicas`), every rank of a stage must agree."""
     slices = {}
     for p in sorted(Path(run_dir).glob('ranks/rank_*.json')):
         r = json.loads(p.read_text())
-        slices.setdefault((r.get('tp', 0), r.get('pp', 0)), {})[r['rank']] = r['params_sha256']
+        tp = 0 if r.get('tp_replicas') else r.get('tp', 0)
+        slices.setdefault((tp, r.get('pp', 0)), {})[r['rank']] = r['params_sha256']
     return [f for (tp, pp), d in sorted(slices.items()) if (f := _diverged(d, f' (tp {tp}, pp {pp})' if len(slices) > 1 else ''))]
 
 def _diverged(digests:dict, where:str)->Finding|None:

@@ -19,7 +19,7 @@ from ..corpus.bpe import iter_clean_texts, export_hf_tokenizer, utf8_lines
 from ..corpus.shards import group_of
 from ..core.procs import import_quietly
 from ..train.plugins import DataFormat, Adapter  # 06·6: how this chapter plugs into the loop
-from ..train.step import causal_nll
+from ..train.step import causal_nll, group_allreduce
 from ..core.cli import UsageError, RunFailure, answers, bounded, Bounds, natural
 
 # %% auto #0
@@ -235,7 +235,7 @@ class SFTLossCell(nn.Cell):
     def __init__(self, model:msm.LlamaForCausalLM, ignore_index:int=-100, world:int=1, group:str|None=None):
         super().__init__(auto_prefix=False)
         self.model, self.packed, self.ignore_index, self.world = model, PackedLM(model), ignore_index, world
-        self.allreduce = (ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce()) if world > 1 else None  # group: the data-parallel ranks (06·4)
+        self.allreduce = group_allreduce(group) if world > 1 else None  # group: the data-parallel ranks (06·4)
     def construct(self, batch, per_micro=None):
         logits, labels = self.packed(batch[:, 0], batch[:, 2], batch[:, 3]), batch[:, 1, 1:]  # the labels: `labels_of`
         loss = causal_nll(logits[:, :-1], labels, self.ignore_index)

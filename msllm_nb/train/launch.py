@@ -13,7 +13,7 @@ from mindspore import nn, ops
 
 # %% auto #0
 __all__ = ['DIMS', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed', 'Mesh', 'group_name', 'make_groups',
-           'group_allreduce', 'GroupGather', 'GroupBroadcast']
+           'GroupGather', 'GroupBroadcast']
 
 # %% ../../nbs/06_4_launch.ipynb #7caee341
 def free_port()->int:
@@ -106,9 +106,7 @@ def make_groups(mesh:Mesh, rank:int)->dict:
     return out
 
 # %% ../../nbs/06_4_launch.ipynb #cada4511
-def group_allreduce(group:str|None=None)->ops.AllReduce:
-    "A sum over the ranks of `group`, or of every rank (None: MindSpore's default, the world group)."
-    return ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce()
+from .step import group_allreduce  # 06·0: a sum over the ranks of a group, or of every rank
 
 class GroupGather(nn.Cell):
     "`AllGather` in any group (None: every rank), from `AllReduce`: this rank's `x` in slot `index` of `size`, zeros elsewhere, summed."

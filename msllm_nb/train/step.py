@@ -18,7 +18,7 @@ from ..core.cli import Bounds, UsageError, check_number  # chapter 00: how every
 
 # %% auto #0
 __all__ = ['causal_nll', 'CausalLMLoss', 'lr_at', 'decay_groups', 'make_optimizer', 'LossCell', 'clip_by_global_norm',
-           'GradApply', 'TrainStep', 'StepResult']
+           'group_allreduce', 'GradApply', 'TrainStep', 'StepResult']
 
 # %% ../../nbs/06_0_step.ipynb #8e6a8084
 def causal_nll(logits, # [B, T, V] float32
@@ -88,6 +88,10 @@ def clip_by_global_norm(grads:tuple, clip:float)->tuple:
     scale = clip / ops.maximum(norm, clip) if clip > 0 else ops.ones_like(norm)
     return tuple([g * scale.astype(g.dtype) for g in grads]), norm
 
+def group_allreduce(group:str|None=None)->ops.AllReduce:
+    "A sum over the ranks of `group`, or of every rank (None: MindSpore's default, the world group; 06·4 makes the groups)."
+    return ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce()
+
 class GradApply(nn.Cell):
     """What every step does with its gradients: all-reduce mean over ranks (gradients and loss), with loss scaling
     unscale and check them, clip by the global norm, update (skipped on a non-finite gradient when asked). Returns a
@@ -101,7 +105,7 @@ class GradApply(nn.Cell):
         self.skip_non_finite = skip_non_finite
         self.reducer = (nn.DistributedGradReducer(weights, mean=True, degree=world, **({'group': group} if group else {}))
                         if world > 1 and sync_grads else None)
-        self.allreduce = ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce() if world > 1 else None
+        self.allreduce = group_allreduce(group) if world > 1 else None
     def construct(self, loss, grads):
         if self.reducer is not None: grads = self.reducer(grads)  # an inf on any rank reaches every rank
         if self.world > 1: loss = self.allreduce(loss) / self.world
