@@ -586,6 +586,11 @@ class Watchdog:
         self.timer = threading.Timer(self.timeout, self._fire, (op,)); self.timer.daemon = True; self.timer.start()
     def leave(self):
         if self.timer: self.timer.cancel(); self.timer = None
+    def finish(self, linger:float=5.0):
+        """Report this rank done and wait, at most `linger` seconds, for the others: a rank that leaves the moment its last
+        collective returns can take its transport down while another rank still waits on that collective's last message."""
+        self._write('done'); end = time.time() + linger
+        while time.time() < end and any(s != 'done' for s in self.seen().values()): time.sleep(0.05)
     def _fire(self, op:str):
         seen = self.seen()
         missing = {r: s for r, s in seen.items() if s != op}
@@ -641,6 +646,7 @@ def allreduce_rows(sizes:list[int], iters:int, timeout:float, status_dir:str|Non
         wd.leave()
         med = max(float(np.median(t)), 1e-9); alg, bus = bus_bandwidth(x.nbytes, med, world)  # iters ≥ 1: a real median, never NaN
         rows.append({'bytes': int(x.nbytes), 'median_ms': med * 1e3, 'alg_GBps': alg, 'bus_GBps': bus, 'correct': ok})
+    wd.finish()
     return rank, world, rows
 
 # %% ../../nbs/08_debug.ipynb #69184093
