@@ -93,10 +93,11 @@ def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, ne
 def start_method()->str:
     """'fork' in a plain single-threaded process (the CLI, a script): workers start at once, with this process's modules
     and compiled kernels; 'spawn' where forking is unsafe (other Python threads, as in Jupyter, or MindSpore or PyTorch
-    loaded, whose native threads a forked child would inherit half-way) or unavailable (Windows, macOS's default).
+    loaded, or pyarrow (Parquet files, `datasets`), whose native threads a fork catches half-way: a process that forked
+    with Arrow's thread pool running was seen to abort at exit) or unavailable (Windows, macOS's default).
     tqdm's monitor thread does not count: it only sleeps, and a child never uses tqdm."""
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and t.name != 'tqdm_monitor']
-    unsafe = others or any(m in sys.modules for m in ('mindspore', 'torch'))
+    unsafe = others or any(m in sys.modules for m in ('mindspore', 'torch', 'pyarrow'))
     return 'spawn' if unsafe or 'fork' not in mp.get_all_start_methods() or sys.platform == 'darwin' else 'fork'
 
 def _warm_kernels():
@@ -176,7 +177,8 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
     writer, per_domain = _ShardWriter(out_dir, shard_bytes), Counter()
     batches = _batches(files, read_tally, c, text_field, batch_docs, max_line_bytes, (dd.bands, dd.rows) if dd.near else None, record_sep, source_root)
     import msllm_nb.corpus.clean as this  # the module's worker function: spawned processes import it by name
-    if workers > 1 and (how := start_method()) == 'fork': _warm_kernels()
+    arrow = bool(specs) or any(Path(f).suffix == '.parquet' for f in files if not isinstance(f, str))  # read through pyarrow, later
+    if workers > 1 and (how := 'spawn' if arrow else start_method()) == 'fork': _warm_kernels()
     from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context(how)) if workers > 1 else None
     results = ordered_bounded_map(pool, this._clean_batch, batches, 4 * workers) if pool else map(this._clean_batch, batches)
