@@ -196,6 +196,23 @@ def test_roadmap_skips_slow_cells_unless_asked(tmp_path):
     assert json.loads((tmp_path / 'runs2' / 'summary.json').read_text())['00_a']['skipped_cells'] == []
 
 
+def test_a_chapters_checkpoints_go_when_it_ends_unless_kept(tmp_path):
+    "The main job's disk is the chapters running, not all of them: each chapter's run checkpoints are deleted as it ends."
+    nbs = tmp_path / 'nbs'; nbs.mkdir()
+    nb = json.loads(json.dumps(NB)); nb['cells'][1]['source'] = (
+        "import os\nrun = Path(os.environ['MSLLM_RUNS']) / 'run'; (run / 'checkpoints' / 'step_00000004').mkdir(parents=True)\n"
+        "(run / 'checkpoints' / 'step_00000004' / 'model.ckpt').write_bytes(bytes(3 << 20)); (run / 'metrics.jsonl').write_text('')")
+    (nbs / '00_a.ipynb').write_text(json.dumps(nb))
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs', '--workers', '1'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / 'runs' / '00_a' / 'run' / 'metrics.jsonl').exists() and not (tmp_path / 'runs' / '00_a' / 'run' / 'checkpoints').exists()
+    assert json.loads((tmp_path / 'runs' / 'summary.json').read_text())['00_a']['checkpoints_mb'] == 3
+    assert 'Training checkpoints deleted as each chapter ended: 3 MB' in (tmp_path / 'runs' / 'report.md').read_text()
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'kept', '--keep_checkpoints'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / 'kept' / '00_a' / 'run' / 'checkpoints' / 'step_00000004' / 'model.ckpt').stat().st_size == 3 << 20
+
+
 def test_the_report_opens_with_what_was_learned_and_lists_each_run(tmp_path):
     "roadmap_report on a folder laid out as the main job leaves it: chapter 09's table first, each run's losses and samples, the plots."
     run = tmp_path / '06_train_dp' / 'msrun2'; run.mkdir(parents=True)

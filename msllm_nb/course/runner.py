@@ -14,8 +14,8 @@ from ..core.env import env_report, env_problems
 
 # %% auto #0
 __all__ = ['TERMINAL_NOISE', 'chapter_notebooks', 'cells_as_files', 'cpu_seconds', 'ChapterFailed', 'run_notebook',
-           'chapter_runs', 'one_launch_at_a_time', 'run_roadmap', 'failures', 'failed_cell_output', 'roadmap_report',
-           'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter', 'roadmap_problems']
+           'chapter_runs', 'one_launch_at_a_time', 'drop_checkpoints', 'run_roadmap', 'failures', 'failed_cell_output',
+           'roadmap_report', 'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter', 'roadmap_problems']
 
 # %% ../../nbs/00_runner.ipynb #ddf1fd0a
 def chapter_notebooks(nbs_dir:str|Path='nbs' # folder holding NN_*.ipynb
@@ -53,6 +53,8 @@ def cpu_seconds()->float:
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + ch.ru_utime + ch.ru_stime
 
+
+# %% ../../nbs/00_runner.ipynb #7871174c
 class ChapterFailed(RuntimeError):
     "A chapter's cell raised: which cell, the error's one line, and what the cell printed before it."
     def __init__(self, notebook:str, cell:int, error:str, printed:list):
@@ -101,6 +103,8 @@ def run_notebook(nb_path:Path, # notebook to execute
         os.chdir(cwd); Path(out_path).parent.mkdir(parents=True, exist_ok=True); write_nb(nb, out_path)
     return skipped
 
+
+# %% ../../nbs/00_runner.ipynb #5fdb25f9
 def chapter_runs(chapter:str # the chapter's notebook name, e.g. `06_train_dp`
                 )->Path:
     "A fresh folder for a chapter's runs: `$MSLLM_RUNS` (msllm-roadmap sets it) or `<tmp>/msllm_nb/<chapter>`, emptied first."
@@ -120,9 +124,20 @@ def one_launch_at_a_time():
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
 
+def drop_checkpoints(folder:str|Path # a chapter's runs folder
+                    )->int:
+    "Delete the `checkpoints/` folder of every training run under `folder` (its metrics, logs and summary stay); the bytes freed."
+    freed = 0
+    for ck in [p for p in Path(folder).rglob('checkpoints') if p.is_dir() and any(p.glob('step_*'))]:
+        freed += sum(f.stat().st_size for f in ck.rglob('*') if f.is_file())
+        shutil.rmtree(ck)
+    return freed
+
+
 # %% ../../nbs/00_runner.ipynb #920cb4eb
-def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
-    "Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`); a failing cell is recorded, not raised."
+def _run_chapter(nb:Path, out:Path, flags:tuple, keep_checkpoints:bool=False)->dict:
+    """Run one chapter notebook with MSLLM_RUNS pointing at its own output folder (a worker of `run_roadmap`); a failing cell
+    is recorded, not raised. Then its runs' checkpoints are deleted unless `keep_checkpoints`: the disk a run needs is one chapter's."""
     old = os.environ.get('MSLLM_RUNS')
     os.environ['MSLLM_RUNS'] = str(out/nb.stem)  # where a chapter writes its runs (training, plots)
     t0, c0, cell_s, cell_cpu, failed = time.perf_counter(), cpu_seconds(), {}, {}, None
@@ -132,11 +147,12 @@ def _run_chapter(nb:Path, out:Path, flags:tuple)->dict:
     finally:
         if old is None: os.environ.pop('MSLLM_RUNS', None)
         else: os.environ['MSLLM_RUNS'] = old
+    freed = 0 if keep_checkpoints else drop_checkpoints(out/nb.stem)
     slowest = sorted(cell_s, key=cell_s.get, reverse=True)[:3]  # where a chapter's time goes, for whoever makes it faster
     busiest = sorted(cell_cpu, key=cell_cpu.get, reverse=True)[:3]  # and its CPU: what it costs the other chapters
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this chapter's process: its own peak (side by side)
     return {'seconds': round(time.perf_counter() - t0, 1), 'cpu_s': round(cpu_seconds() - c0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
-            'pid': os.getpid(), 'peak_mb': round(peak_mb),
+            'pid': os.getpid(), 'peak_mb': round(peak_mb), 'checkpoints_mb': round(freed / 2**20),
             'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest], 'busiest_cells': [f'{i} ({cell_cpu[i]}s CPU)' for i in busiest],
             **({'failed': failed} if failed else {})}
 
@@ -146,7 +162,7 @@ def _died(nb:Path, out:Path, e:BaseException)->dict:
             'failed': {'cell': None, 'error': f'its process died ({type(e).__name__}: {e})'[:300], 'notebook': str(out/nb.name), 'printed': []}}
 
 # %% ../../nbs/00_runner.ipynb #6d09043f
-def _run_side_by_side(nbs:list, out:Path, flags:tuple, workers:int, bar)->dict:
+def _run_side_by_side(nbs:list, out:Path, flags:tuple, workers:int, bar, keep_checkpoints:bool=False)->dict:
     "Chapters in their own processes, `workers` at a time: those that launch jobs one after another, the others beside them."
     import concurrent.futures as cf, multiprocessing as mp
     from concurrent.futures.process import BrokenProcessPool
@@ -159,7 +175,7 @@ def _run_side_by_side(nbs:list, out:Path, flags:tuple, workers:int, bar)->dict:
             while (pending and not broken) or running:
                 while pending and not broken and len(running) < workers:
                     nb = next_chapter(pending, list(running.values()), launching); pending.remove(nb)
-                    running[ex.submit(_run_chapter, nb, out, flags)] = nb
+                    running[ex.submit(_run_chapter, nb, out, flags, keep_checkpoints)] = nb
                 for f in cf.wait(running, return_when=cf.FIRST_COMPLETED).done:
                     nb = running.pop(f)
                     try: summary[nb.stem] = f.result()
@@ -170,7 +186,8 @@ def _run_side_by_side(nbs:list, out:Path, flags:tuple, workers:int, bar)->dict:
 def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
                 out_dir:str|Path='runs/roadmap', # executed notebooks and the environment report go here
                 slow:bool=False, # also run cells flagged `slow` (SmolLM2-135M parity, harness parity and chat template, chapter 07's memory measurements)
-                workers:int=2 # chapters executed at once, each in its own process (1: one after another, in this process)
+                workers:int=2, # chapters executed at once, each in its own process (1: one after another, in this process)
+                keep_checkpoints:bool=False # keep the chapters' training checkpoints (by default each chapter's are deleted when it ends)
                )->dict:
     "Write the environment report, then execute every chapter notebook into `out_dir`; a failing chapter is recorded and the others still run."
     from tqdm.auto import tqdm
@@ -183,8 +200,8 @@ def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
     bar = tqdm(total=len(nbs), desc='roadmap', unit='chapter')
     if workers <= 1:
         summary = {}
-        for nb in nbs: bar.set_postfix_str(nb.stem); summary[nb.stem] = _run_chapter(nb, out, flags); bar.update()
-    else: summary = _run_side_by_side(nbs, out, flags, workers, bar)
+        for nb in nbs: bar.set_postfix_str(nb.stem); summary[nb.stem] = _run_chapter(nb, out, flags, keep_checkpoints); bar.update()
+    else: summary = _run_side_by_side(nbs, out, flags, workers, bar, keep_checkpoints)
     bar.close()
     summary = {nb.stem: summary[nb.stem] for nb in nbs}  # roadmap order
     (out/'summary.json').write_text(json.dumps(summary, indent=1))
@@ -232,7 +249,10 @@ def roadmap_report(out:Path, # the roadmap's output folder
     lines += ['| chapter | seconds | CPU seconds | peak MB | slowest cells | skipped cells |', '|---|---:|---:|---:|---|---|']
     lines += [f"| [{k}]({k}.ipynb) | {v['seconds']} | {v.get('cpu_s', '')} | {v.get('peak_mb', '')} | {', '.join(v.get('slowest_cells', []))} | {', '.join(v['skipped_cells'])} |"
               for k, v in summary.items()]
-    lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", ''] + _run_lines(out)
+    lines += ['', f"Total: {sum(v['seconds'] for v in summary.values()):.0f} s.", '']
+    if freed := sum(v.get('checkpoints_mb', 0) for v in summary.values()):
+        lines += [f'Training checkpoints deleted as each chapter ended: {freed:,} MB (`msllm-roadmap --keep_checkpoints` keeps them).', '']
+    lines += _run_lines(out)
     pngs = sorted(Path(out).rglob('*.png'))
     if pngs: lines += ['## Plots', ''] + [f'![{p.stem}]({p.relative_to(out)})' for p in pngs]
     return '\n'.join(lines) + '\n'
@@ -248,11 +268,12 @@ def _check_roadmap_args(nbs:str, out:str):
 def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
                 out:Param('output folder', str)='runs/roadmap',
                 slow:Param('also run the slow cells (SmolLM2: parity, harness parity, chat template; chapter 07\'s memory measurements)', store_true)=False,
-                workers:Param('chapters run at once, each in its own process (1: in order, in this process)', count)=2):
+                workers:Param('chapters run at once, each in its own process (1: in order, in this process)', count)=2,
+                keep_checkpoints:Param("keep the chapters' training checkpoints (deleted as each chapter ends otherwise)", store_true)=False):
     "Run the whole roadmap: environment report, then every chapter notebook, outputs under `out`. A failing chapter is listed at the end (exit 1); the others still run."
     with answers('msllm-roadmap'):
         _check_roadmap_args(nbs, out)
-        summary = run_roadmap(nbs, out, slow, workers)
+        summary = run_roadmap(nbs, out, slow, workers, keep_checkpoints)
     for k, v in summary.items():
         print(f"{k:<16} {v['seconds']:>7.1f}s" + ('  FAILED' if 'failed' in v else '')
               + (f"  skipped cells: {', '.join(v['skipped_cells'])}" if v['skipped_cells'] else ''))
