@@ -98,6 +98,8 @@ CASES = [
     ('msllm-parity', ['missing_hf', '--ckpt', 'missing.ckpt'], 2, 'missing'),
     ('msllm-roadmap', ['--nbs', 'missing'], 2, '--nbs'),
     ('msllm-roadmap', ['--workers', '0'], 2, '--workers'),
+    ('msllm-outputs', ['--run', 'missing_run'], 2, 'missing_run'),
+    ('msllm-outputs', ['--max_lines', '0'], 2, '--max_lines'),
     ('train_llm', ['--config', 'missing.yaml'], 2, 'missing.yaml'),
     ('train_llm', ['--config', 'broken.yaml', '--check'], 2, 'broken.yaml'),
     ('train_llm', ['--set', 'lr=inf', '--check'], 2, 'lr'),

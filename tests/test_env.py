@@ -213,6 +213,31 @@ def test_a_chapters_checkpoints_go_when_it_ends_unless_kept(tmp_path):
     assert (tmp_path / 'kept' / '00_a' / 'run' / 'checkpoints' / 'step_00000004' / 'model.ckpt').stat().st_size == 3 << 20
 
 
+def test_outputs_of_the_main_job_go_into_the_chapters_and_stay_clean(tmp_path):
+    "msllm-outputs after msllm-roadmap: a reader sees the figure and the printout; nbdev_clean leaves them; a failed chapter is left alone."
+    nbs = tmp_path / 'nbs'; nbs.mkdir()
+    nb = json.loads(json.dumps(NB))
+    nb['cells'][1]['source'] = ("import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
+                                "from IPython.display import display\nfig, ax = plt.subplots(); ax.plot([1, 2]); display(fig)")
+    (nbs / '00_a.ipynb').write_text(json.dumps(nb))
+    broken = json.loads(json.dumps(NB)); broken['cells'][1]['source'] = "raise ValueError('broken')"
+    broken['cells'][0]['outputs'] = [{'output_type': 'stream', 'name': 'stdout', 'text': 'kept from before\n'}]
+    (nbs / '01_b.ipynb').write_text(json.dumps(broken))
+    r = subprocess.run([BIN / 'msllm-roadmap', '--nbs', nbs, '--out', tmp_path / 'runs'], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 1 and 'FAILED 01_b' in r.stderr, r.stderr[-2000:]
+    r = subprocess.run([BIN / 'msllm-outputs', '--run', tmp_path / 'runs', '--nbs', nbs], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [f'msllm-outputs: 01_b failed in {tmp_path / "runs"}: their notebooks keep the outputs they had'], r.stderr
+    assert '00_a               2 cells with outputs' in r.stdout, r.stdout
+    cells = json.loads((nbs / '00_a.ipynb').read_text())['cells']
+    assert cells[0]['outputs'] == [{'name': 'stdout', 'output_type': 'stream', 'text': 'hello from the chapter\n'}]
+    assert [sorted(o['data']) for o in cells[1]['outputs']] == [['image/png', 'text/plain']]
+    assert json.loads((nbs / '01_b.ipynb').read_text())['cells'][0]['outputs'][0]['text'] == 'kept from before\n'
+    before = (nbs / '00_a.ipynb').read_text()
+    subprocess.run([BIN / 'nbdev_clean', '--fname', nbs / '00_a.ipynb'], check=True, capture_output=True, cwd=ROOT)
+    after = json.loads((nbs / '00_a.ipynb').read_text())['cells']
+    assert [c['outputs'] for c in after] == [c['outputs'] for c in json.loads(before)['cells']]  # CI's clean check keeps them
+
+
 def test_the_report_opens_with_what_was_learned_and_lists_each_run(tmp_path):
     "roadmap_report on a folder laid out as the main job leaves it: chapter 09's table first, each run's losses and samples, the plots."
     run = tmp_path / '06_train_dp' / 'msrun2'; run.mkdir(parents=True)

@@ -272,6 +272,8 @@ def gpu_plugin_libs(ms_dir:Path|None=None # the `mindspore` package directory; f
             out[so.name.split('.so.')[1]] = sorted({x.decode() for x in re.findall(rb'(lib(?:cudart|cudnn)\.so\.[\d.]*\d)\x00', m)})
     return out
 
+
+# %% ../../nbs/00_env.ipynb #45b92808
 def _cuda_cell(row, libs, ms_v, cann):
     "Verdict and evidence for one row's CUDA version."
     if row['hardware'].startswith('Ascend'):
@@ -297,6 +299,8 @@ def _hardware_cell(row, libs):
                                 'it only from PTX that its driver compiles, at the first launch of each kernel')
     return 'holds', f'{ev}; the row gives CUDA {row["cuda"]}'
 
+
+# %% ../../nbs/00_env.ipynb #5ab5ad3b
 def check_version_table(report:dict|None=None # from `env_report`; computed if None
                        )->list[dict]:
     "Every cell of the tutorial's version table with a verdict (holds, wrong, partly, not checkable here) and its evidence."
@@ -316,6 +320,7 @@ def check_version_table(report:dict|None=None # from `env_report`; computed if N
                  'note': ('not checkable here', 'a judgement of stability, not a fact a machine can test')}
         out += [{'mindspore': row['mindspore'], 'column': k, 'value': row[k], 'verdict': v, 'evidence': e} for k, (v, e) in cells.items()]
     return out
+
 
 # %% ../../nbs/00_env.ipynb #34b80071
 def wheel_facts(report:dict|None=None # from `env_report`; computed if None

@@ -13,9 +13,10 @@ from ..core.cli import UsageError, RunFailure, answers, count
 from ..core.env import env_report, env_problems
 
 # %% auto #0
-__all__ = ['TERMINAL_NOISE', 'chapter_notebooks', 'cells_as_files', 'cpu_seconds', 'ChapterFailed', 'run_notebook',
+__all__ = ['TERMINAL_NOISE', 'KEEP_DATA', 'chapter_notebooks', 'cells_as_files', 'cpu_seconds', 'ChapterFailed', 'run_notebook',
            'chapter_runs', 'one_launch_at_a_time', 'drop_checkpoints', 'run_roadmap', 'failures', 'failed_cell_output',
-           'roadmap_report', 'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter', 'roadmap_problems']
+           'roadmap_report', 'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter', 'roadmap_lanes',
+           'roadmap_problems', 'reader_outputs', 'copy_outputs', 'refresh_outputs', 'outputs_cli']
 
 # %% ../../nbs/00_runner.ipynb #ddf1fd0a
 def chapter_notebooks(nbs_dir:str|Path='nbs' # folder holding NN_*.ipynb
@@ -140,7 +141,7 @@ def _run_chapter(nb:Path, out:Path, flags:tuple, keep_checkpoints:bool=False)->d
     is recorded, not raised. Then its runs' checkpoints are deleted unless `keep_checkpoints`: the disk a run needs is one chapter's."""
     old = os.environ.get('MSLLM_RUNS')
     os.environ['MSLLM_RUNS'] = str(out/nb.stem)  # where a chapter writes its runs (training, plots)
-    t0, c0, cell_s, cell_cpu, failed = time.perf_counter(), cpu_seconds(), {}, {}, None
+    t0, c0, cell_s, cell_cpu, failed, started = time.perf_counter(), cpu_seconds(), {}, {}, None, time.time()
     try: skipped = run_notebook(nb, out/nb.name, flags, cell_s, cell_cpu)
     except ChapterFailed as e:
         skipped, failed = [], {'cell': e.cell, 'error': ' '.join(e.error.split())[:300], 'notebook': str(out/nb.name), 'printed': e.printed[-40:]}
@@ -151,7 +152,7 @@ def _run_chapter(nb:Path, out:Path, flags:tuple, keep_checkpoints:bool=False)->d
     slowest = sorted(cell_s, key=cell_s.get, reverse=True)[:3]  # where a chapter's time goes, for whoever makes it faster
     busiest = sorted(cell_cpu, key=cell_cpu.get, reverse=True)[:3]  # and its CPU: what it costs the other chapters
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this chapter's process: its own peak (side by side)
-    return {'seconds': round(time.perf_counter() - t0, 1), 'cpu_s': round(cpu_seconds() - c0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
+    return {'seconds': round(time.perf_counter() - t0, 1), 'started': round(started, 1), 'cpu_s': round(cpu_seconds() - c0, 1), 'skipped_cells': [f'{i} ({f})' for i, f in skipped],
             'pid': os.getpid(), 'peak_mb': round(peak_mb), 'checkpoints_mb': round(freed / 2**20),
             'slowest_cells': [f'{i} ({cell_s[i]}s)' for i in slowest], 'busiest_cells': [f'{i} ({cell_cpu[i]}s CPU)' for i in busiest],
             **({'failed': failed} if failed else {})}
@@ -306,6 +307,18 @@ def next_chapter(pending:list, # chapters not started, in `roadmap_order`
     held = any(r in launching for r in running)
     return next((p for p in pending if not (held and p in launching)), pending[0])
 
+# %% ../../nbs/00_runner.ipynb #7cecda0e
+def roadmap_lanes(summary:dict # chapter → its summary (`started`, `seconds`), from `run_roadmap`
+                 )->list[list[tuple]]:
+    "The chapters as they ran side by side: lanes of (chapter, start, end) seconds from the first start, none overlapping in a lane."
+    runs = sorted((v['started'], v['started'] + v['seconds'], k) for k, v in summary.items() if 'started' in v)
+    t0, lanes = runs[0][0] if runs else 0, []
+    for s, e, k in runs:
+        lane = next((l for l in lanes if l[-1][2] <= s - t0 + 0.05), None)  # the first lane free by then
+        if lane is None: lanes.append(lane := [])
+        lane.append((k, round(s - t0, 1), round(e - t0, 1)))
+    return lanes
+
 # %% ../../nbs/00_runner.ipynb #1681a8b5
 TERMINAL_NOISE = {'[ERROR]': 'a MindSpore ERROR line', 'GetRealPath': "MindSpore's compiler found no source file for a cell",
                   'Parsing: [': "the profiler's parser progress bars", 'handle is closed': 'a TensorBoard writer left open'}
@@ -326,3 +339,81 @@ def roadmap_problems(out:str|Path, # a roadmap output folder (its executed noteb
                 text = ''.join(o.get('text', ''))
                 if o.get('name') == 'stderr' and not _progress_bar(text): probs.append(f'{nb.name} cell {i}: stderr box {text[:120]!r}')
     return probs
+
+# %% ../../nbs/00_runner.ipynb #65193910
+KEEP_DATA = ('image/png', 'text/html', 'text/markdown', 'text/plain')  # what a code host renders
+
+def _clip(text:str, max_lines:int)->str:
+    "`text` cut to its first `max_lines` lines, saying how many it left out."
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= max_lines: return text
+    return ''.join(lines[:max_lines]) + f'[… {len(lines) - max_lines} more lines: run the cell to see them]\n'
+
+def reader_outputs(outputs:list, # a code cell's outputs, as nbformat stores them
+                   max_lines:int=40, # a printout longer than this keeps its first lines
+                   root:str|None=None # the project folder the job ran in: its absolute paths are shown relative to it
+                  )->list:
+    "The outputs a reader should see: stdout, figures and tables, results; no stderr, no error."
+    rel = lambda t: ''.join(t).replace(root.rstrip('/') + '/', '') if root else ''.join(t)
+    kept, text = [], lambda t: _clip(rel(t), max_lines)
+    for o in outputs:
+        kind = o.get('output_type')
+        if kind == 'stream' and o.get('name') == 'stdout':
+            kept.append({'name': 'stdout', 'output_type': 'stream', 'text': text(o['text'])})
+        elif kind in ('display_data', 'execute_result'):
+            data = {k: v for k, v in o.get('data', {}).items() if k in KEEP_DATA}
+            data = {k: text(v) if k == 'text/plain' else rel(v) if k.startswith('text/') else v for k, v in data.items()}
+            if len(data.get('text/html', '')) > 100_000: del data['text/html']  # a table that big is read in its text form (clipped)
+            if data: kept.append({'data': data, 'metadata': {}, 'output_type': kind, **({'execution_count': None} if kind == 'execute_result' else {})})
+    return kept
+
+# %% ../../nbs/00_runner.ipynb #b5c6c453
+def copy_outputs(executed:str|Path, # a notebook as the main job executed it (`runs/roadmap/NN_name.ipynb`)
+                 source:str|Path, # the chapter in `nbs/`: its outputs are replaced
+                 max_lines:int=40, root:str|None=None)->int:
+    """Give each code cell of `source` the reader's outputs of the cell with the same source in `executed` (matched in
+    order, so cells inserted or moved since keep theirs); a cell with no such twin gets none. The cells given any."""
+    from collections import defaultdict, deque
+    ran = defaultdict(deque)
+    for c in json.loads(Path(executed).read_text(encoding='utf-8'))['cells']:
+        if c['cell_type'] == 'code': ran[''.join(c['source'])].append(c.get('outputs', []))
+    nb, filled = json.loads(Path(source).read_text(encoding='utf-8')), 0
+    for c in nb['cells']:
+        if c['cell_type'] != 'code': continue
+        twin = ran.get(''.join(c['source']))
+        c['outputs'] = reader_outputs(twin.popleft(), max_lines, root) if twin else []
+        filled += bool(c['outputs'])
+    Path(source).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
+    return filled
+
+# %% ../../nbs/00_runner.ipynb #d96ef30b
+def refresh_outputs(run:str|Path='runs/roadmap', # a main job's output folder (its summary.json and executed notebooks)
+                    nbs:str|Path='nbs', # the chapter notebooks whose outputs are replaced
+                    max_lines:int=40)->dict:
+    "Copy the reader's outputs of every chapter that ran without failing; chapter → cells given outputs, or the reason it was left alone."
+    run, nbs = Path(run), Path(nbs)
+    if not (run/'summary.json').exists(): raise UsageError(f'{run}: no summary.json (run msllm-roadmap first, or give its --out)')
+    summary, done = json.loads((run/'summary.json').read_text()), {}
+    root = run.resolve().parents[1] if len(run.resolve().parents) > 1 else None  # `<project>/runs/roadmap`, as msllm-roadmap writes it
+    root = str(root) if root is not None and (root/'nbs').is_dir() else None
+    for src in chapter_notebooks(nbs):
+        v = summary.get(src.stem)
+        if v is None or not (run/src.name).exists(): done[src.stem] = 'not in that run'
+        elif v.get('failed'): done[src.stem] = f"failed in that run (cell {v['failed']['cell']})"
+        else: done[src.stem] = copy_outputs(run/src.name, src, max_lines, root)
+    return done
+
+# %% ../../nbs/00_runner.ipynb #974ec8d3
+@call_parse
+def outputs_cli(run:Param("a main job's output folder", str)='runs/roadmap',
+                nbs:Param('folder of chapter notebooks', str)='nbs',
+                max_lines:Param('a longer printout keeps its first lines', count)=40):
+    "Copy the outputs a reader should see (figures, tables, printed results) from the main job's executed chapters into `nbs`. A chapter that failed there is left alone (exit 1)."
+    with answers('msllm-outputs'):
+        if not (Path(run)/'summary.json').exists(): raise UsageError(f'--run {run}: no summary.json (run msllm-roadmap first, or give its --out)')
+        if not Path(nbs).is_dir(): raise UsageError(f'--nbs {nbs}: no such folder')
+        done = refresh_outputs(run, nbs, max_lines)
+    for k, v in done.items(): print(f'{k:<18} ' + (f"{v} cell{'s' if v != 1 else ''} with outputs" if isinstance(v, int) else v))
+    if bad := [k for k, v in done.items() if isinstance(v, str) and v.startswith('failed')]:
+        print(f"msllm-outputs: {', '.join(bad)} failed in {run}: their notebooks keep the outputs they had", file=sys.stderr)
+        sys.exit(1)
