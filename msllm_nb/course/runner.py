@@ -393,6 +393,7 @@ def refresh_outputs(run:str|Path='runs/roadmap', # a main job's output folder (i
     "Copy the reader's outputs of every chapter that ran without failing; chapter → cells given outputs, or the reason it was left alone."
     run, nbs = Path(run), Path(nbs)
     if not (run/'summary.json').exists(): raise UsageError(f'{run}: no summary.json (run msllm-roadmap first, or give its --out)')
+    if not nbs.is_dir(): raise UsageError(f'{nbs}: no such folder of chapter notebooks')
     summary, done = json.loads((run/'summary.json').read_text()), {}
     root = run.resolve().parents[1] if len(run.resolve().parents) > 1 else None  # `<project>/runs/roadmap`, as msllm-roadmap writes it
     root = str(root) if root is not None and (root/'nbs').is_dir() else None
@@ -410,8 +411,6 @@ def outputs_cli(run:Param("a main job's output folder", str)='runs/roadmap',
                 max_lines:Param('a longer printout keeps its first lines', count)=40):
     "Copy the outputs a reader should see (figures, tables, printed results) from the main job's executed chapters into `nbs`. A chapter that failed there is left alone (exit 1)."
     with answers('msllm-outputs'):
-        if not (Path(run)/'summary.json').exists(): raise UsageError(f'--run {run}: no summary.json (run msllm-roadmap first, or give its --out)')
-        if not Path(nbs).is_dir(): raise UsageError(f'--nbs {nbs}: no such folder')
         done = refresh_outputs(run, nbs, max_lines)
     for k, v in done.items(): print(f'{k:<18} ' + (f"{v} cell{'s' if v != 1 else ''} with outputs" if isinstance(v, int) else v))
     if bad := [k for k, v in done.items() if isinstance(v, str) and v.startswith('failed')]:
