@@ -15,7 +15,14 @@ def trained(tmp_path_factory):
     d = tmp_path_factory.mktemp('eval')
     p = run([BIN / 'train_llm', *args(sample_tokens(), d / 'run', *EVAL)])
     assert p.returncode == 0, p.stderr[-2000:]
+    (d / 'stderr.txt').write_text(p.stderr)
     return d
+
+
+def test_a_training_runs_evaluation_draws_no_progress_bars(trained):
+    "`eval_every` runs the harness inside train_llm: with `progress: false` its per-task and per-request bars stay off too."
+    err = (trained / 'stderr.txt').read_text()
+    assert '%|' not in err and 'it/s]' not in err, err[-2000:]
 
 
 def test_a_run_folder_and_its_hugging_face_conversion_score_the_same(trained, tmp_path):

@@ -123,3 +123,39 @@ def test_every_function_fits_on_a_screen():
             for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and n.end_lineno - n.lineno + 1 > 60]
     assert not long, long
+
+
+TRACE = '''
+import json, sys
+import msllm_nb.train_llm as tl
+cfg = tl.load_config('tiny', sys.argv[2:])
+calls = []
+def receives_cfg(frame, event, arg):
+    "A call of the package's code that is handed the run's config itself, or an object holding it (the loop's Run)."
+    if event == 'call' and frame.f_globals.get('__name__', '').startswith('msllm_nb.'):
+        if any(v is cfg or getattr(v, 'cfg', None) is cfg for v in frame.f_locals.values()):
+            calls.append(frame.f_globals['__name__'][len('msllm_nb.'):])
+sys.setprofile(receives_cfg)
+try: tl.train(cfg, console=False)
+finally: sys.setprofile(None)
+json.dump({'calls': calls, 'loaded': sorted(m for m in sys.modules if m.startswith('msllm_nb.'))}, open(sys.argv[1], 'w'))
+'''
+
+
+def test_a_runs_config_goes_down_the_layers_once(tokens, tmp_path):
+    """Followed from `train` through every call it is handed to, a pretraining run's config goes down the layers once
+    (config, then the strategies around the step, with the loop calling each), and a run that names neither evaluation
+    nor SFT never even imports them."""
+    import subprocess, sys, json
+    (tmp_path / 'trace.py').write_text(TRACE)  # a file: MindSpore's compiler reads the source of what it compiles
+    r = subprocess.run([sys.executable, tmp_path / 'trace.py', tmp_path / 'trace.json', f'token_dir={tokens}', f'out_dir={tmp_path / "run"}',
+                        'steps=2', 'warmup_steps=1', 'seq_len=32', 'model.num_hidden_layers=1', 'val_every=2', 'save_every=2',
+                        'progress=false', 'sample_prompts=[]'], capture_output=True, text=True, env={**__import__('os').environ, 'GLOG_v': '3'})
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = json.loads((tmp_path / 'trace.json').read_text())
+    stops = [m for i, m in enumerate(t['calls']) if m != LOOP and (i == 0 or t['calls'][i - 1] != m)]  # the loop hands it down
+    rank = {m: i for i, m in enumerate(ORDER)}
+    assert stops and all(rank[a] <= rank[b] for a, b in zip(stops, stops[1:])), f'the config climbs back up: {stops}'
+    assert set(stops) <= set(LAYERS['train']), stops
+    loaded = {known(m[len('msllm_nb.'):]) for m in t['loaded']}
+    assert not loaded & (PLUGGED_IN | set(LAYERS['course'])), sorted(loaded & (PLUGGED_IN | set(LAYERS['course'])))

@@ -13,10 +13,10 @@ from ..core.cli import UsageError, RunFailure, answers, count
 from ..core.env import env_report, env_problems
 
 # %% auto #0
-__all__ = ['TERMINAL_NOISE', 'KEEP_DATA', 'chapter_notebooks', 'cells_as_files', 'cpu_seconds', 'ChapterFailed', 'run_notebook',
-           'chapter_runs', 'one_launch_at_a_time', 'drop_checkpoints', 'run_roadmap', 'failures', 'failed_cell_output',
-           'roadmap_report', 'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter', 'roadmap_lanes',
-           'roadmap_problems', 'reader_outputs', 'copy_outputs', 'refresh_outputs', 'outputs_cli']
+__all__ = ['TERMINAL_NOISE', 'KEEP_DATA', 'chapter_notebooks', 'cells_as_files', 'cpu_seconds', 'as_saved', 'ChapterFailed',
+           'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'drop_checkpoints', 'run_roadmap', 'failures',
+           'failed_cell_output', 'roadmap_report', 'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter',
+           'roadmap_lanes', 'roadmap_problems', 'reader_outputs', 'copy_outputs', 'refresh_outputs', 'outputs_cli']
 
 # %% ../../nbs/00_runner.ipynb #ddf1fd0a
 def chapter_notebooks(nbs_dir:str|Path='nbs' # folder holding NN_*.ipynb
@@ -55,6 +55,24 @@ def cpu_seconds()->float:
     return time.process_time() + ch.ru_utime + ch.ru_stime
 
 
+# %% ../../nbs/00_runner.ipynb #1b0d61d4
+_FRAME = re.compile(r'\[\d{2}:\d{2}(:\d{2})?[<,\]]')  # a progress bar's frame: its elapsed time, `[00:03<` or `[00:03,`
+
+def as_saved(c, n:int):
+    """Cell `c` as an executed notebook keeps it: execution count `n`, and no progress-bar frames in its stderr (a bar
+    is live feedback; saved as text it fills a pink box that reads like an error). Other stderr lines stay."""
+    c['execution_count'] = n
+    kept = []
+    for o in c.get('outputs', []):
+        if o.get('output_type') == 'stream' and o.get('name') == 'stderr':
+            text = ''.join(o['text']) if isinstance(o['text'], list) else o['text']
+            lines = [l for l in text.split('\n') if not all(_FRAME.search(s) or not s.strip() for s in l.split('\r'))]
+            if not lines: continue
+            o['text'] = '\n'.join(lines) + ('\n' if text.endswith('\n') else '')
+        kept.append(o)
+    c['outputs'] = kept
+
+
 # %% ../../nbs/00_runner.ipynb #7871174c
 class ChapterFailed(RuntimeError):
     "A chapter's cell raised: which cell, the error's one line, and what the cell printed before it."
@@ -86,7 +104,7 @@ def run_notebook(nb_path:Path, # notebook to execute
                  seconds:dict|None=None, # if given, filled with each code cell's index → seconds it ran
                  cpu:dict|None=None # if given, filled with each code cell's index → CPU seconds it used (`cpu_seconds`)
                 )->list[tuple[int, str]]:
-    "Execute a notebook top to bottom in a fresh shell, in its own folder, and save the executed copy; a failing cell raises `ChapterFailed`."
+    "Execute a notebook top to bottom in a fresh shell, in its own folder, and save the executed copy (`as_saved`); a failing cell raises `ChapterFailed`."
     from execnb.nbio import read_nb, write_nb
     from execnb.shell import CaptureShell
     nb = read_nb(nb_path)
@@ -94,9 +112,8 @@ def run_notebook(nb_path:Path, # notebook to execute
     cwd = os.getcwd(); os.chdir(Path(nb_path).parent)
     sh = CaptureShell(); cells_as_files(sh)
     try:
-        for c in nb.cells:
-            if c.cell_type != 'code': continue
-            t0, c0 = time.perf_counter(), cpu_seconds(); sh.cell(c)
+        for n, c in enumerate((c for c in nb.cells if c.cell_type == 'code'), 1):
+            t0, c0 = time.perf_counter(), cpu_seconds(); sh.cell(c); as_saved(c, n)
             if seconds is not None: seconds[c.idx_] = round(time.perf_counter() - t0, 1)
             if cpu is not None: cpu[c.idx_] = round(cpu_seconds() - c0, 1)
             if sh.exc: raise ChapterFailed(Path(nb_path).name, c.idx_, f'{type(sh.exc).__name__}: {sh.exc}', _printed(c))

@@ -464,13 +464,19 @@ def load_tasks(task_dir:str|Path, names:list[str])->dict:
         return CheckedTaskManager(include_path=str(task_dir), include_defaults=False).load(list(names))['tasks']
 
 @contextmanager
-def _quiet_harness():
+def _quiet_harness(bars:bool=True # False: no progress bar at all (the harness's, per task and per request type, and the model's)
+                  ):
     "The harness's INFO lines (one per task it builds) and `datasets`' progress bars (one per file read) off, inside."
-    import datasets
+    import datasets, tqdm.auto, lm_eval.api.task as lt, lm_eval.api.model as lmod
     log = logging.getLogger('lm_eval'); level = log.level
     log.setLevel(logging.WARNING); datasets.disable_progress_bars()
+    mods, bar = (lt, lmod, tqdm.auto), tqdm.auto.tqdm
+    if not bars:  # inside train_llm, whose own bar (or none: `progress: false`) is the only one the terminal should show
+        for m in mods: m.tqdm = lambda *a, **k: bar(*a, **{**k, 'disable': True})
     try: yield
-    finally: log.setLevel(level); datasets.enable_progress_bars()
+    finally:
+        log.setLevel(level); datasets.enable_progress_bars()
+        for m in mods: m.tqdm = bar
 
 # %% ../../nbs/09_eval.ipynb #ef714201
 def _evaluate(lm, tm:TaskManager, tasks:list, limit:int|None, log_samples:bool)->dict:
@@ -483,11 +489,13 @@ def _evaluate(lm, tm:TaskManager, tasks:list, limit:int|None, log_samples:bool)-
 def run_tasks(lm, # an lm_eval LM (an `MsllmLM`, or the harness's `hf` model)
               task_dir:str|Path, tasks:list[str]|None=None, # task names (default: every task in the folder)
               limit:int|None=None, # documents per task (None: all)
-              log_samples:bool=False)->dict:
+              log_samples:bool=False,
+              bars:bool=True # False: no progress bars (a training run's evaluation)
+             )->dict:
     "Run tasks of a folder through lm-evaluation-harness, each task file checked first (`CheckedTaskManager`); returns its results dict."
     known = task_names(task_dir)
     if unknown := [t for t in (tasks or []) if t not in known]: raise ValueError(f'unknown task {unknown[0]!r}: {task_dir} has {known}')
-    with _quiet_harness():
+    with _quiet_harness(bars):
         return _evaluate(lm, CheckedTaskManager(include_path=str(task_dir), include_defaults=False), list(tasks or known), limit, log_samples)
 
 def run_each(lm, tasks:dict, # {name: Task}, as `load_tasks` returns them
@@ -562,7 +570,7 @@ class TrainingEval:
         self.chance = {t: _chance(self.task_dir, t) for t in self.tasks}
     def __call__(self)->dict:
         was = self.lm.model.training; self.lm.model.set_train(False)
-        try: res = run_tasks(self.lm, self.task_dir, self.tasks, self.limit)
+        try: res = run_tasks(self.lm, self.task_dir, self.tasks, self.limit, bars=False)
         finally: self.lm.model.set_train(was)
         rec = {}
         for t, v in scores(res).items():
