@@ -455,3 +455,13 @@ def test_mfu_peak_says_where_it_came_from(monkeypatch):
     monkeypatch.setattr(tl.os, 'getloadavg', lambda: (0.4, 1.0, 1.0))
     assert tl.job_peak(0.0, 1, 'CPU', measure=lambda: 5e10)['peak_busy'] is False and tl.peak_warning(tl.job_peak(0.0, 1, 'CPU', measure=lambda: 5e10)) is None
     assert tl.job_peak(2.0, 2, 'GPU') == {'peak_flops': 4e12, 'peak_source': 'peak_tflops', 'peak_busy': False}
+
+
+@pytest.mark.parametrize('var,value', [('OMPI_COMM_WORLD_SIZE', 'abc'), ('MS_WORKER_NUM', '2.5')])
+def test_a_launcher_variable_that_is_not_a_number_is_named(tokens, tmp_path, var, value):
+    "A job script that sets a launcher's variable wrongly gets one line naming the variable, exit 2, nothing written."
+    extra = {var: value, 'OMPI_COMM_WORLD_RANK': '0'} if var.startswith('OMPI') else {var: value, 'MS_ROLE': 'MS_WORKER', 'MS_NODE_ID': '0'}
+    r = run([BIN / 'train_llm', '--check', *args(tokens, tmp_path / 'run')], extra_env=extra)
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and err[0].startswith(f"train_llm: {var}={value!r}: not a whole number"), r.stderr[-2000:]
+    assert not (tmp_path / 'run').exists()

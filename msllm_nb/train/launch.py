@@ -12,30 +12,39 @@ import mindspore as ms
 from mindspore import nn, ops
 
 # %% auto #0
-__all__ = ['DIMS', 'free_port', 'world_from_env', 'setup_openmpi', 'init_distributed', 'Mesh', 'group_name', 'make_groups',
-           'GroupGather', 'GroupBroadcast']
+__all__ = ['DIMS', 'free_port', 'env_int', 'world_from_env', 'setup_openmpi', 'init_distributed', 'Mesh', 'group_name',
+           'make_groups', 'GroupGather', 'GroupBroadcast']
 
 # %% ../../nbs/06_4_launch.ipynb #7caee341
 def free_port()->int:
     "A TCP port that is free on this host now."
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
+def env_int(*names:str, # the variables to try, in order; the first one set is read
+            default:int=0)->int:
+    "A launcher's whole number from the environment; a value that is not one is a `ValueError` naming the variable."
+    name = next((n for n in names if os.environ.get(n, '') != ''), None)
+    if name is None: return default
+    v = os.environ[name]
+    if not v.strip().isdigit(): raise ValueError(f'{name}={v!r}: not a whole number (the launcher sets it; check the job script)')
+    return int(v)
+
 def world_from_env()->tuple[int, int]:
     "(rank, world size) from the launcher's environment before any initialisation: msrun, Open MPI, or a single process."
     e = os.environ
     if 'MS_WORKER_NUM' in e:  # an msrun worker, or msrun's scheduler: it runs the script too, and checks the job it schedules
         worker = e.get('MS_ROLE', 'MS_WORKER') == 'MS_WORKER'
-        return int(e.get('MS_NODE_ID', e.get('RANK_ID', 0)) or 0) if worker else 0, int(e['MS_WORKER_NUM'])
-    if 'OMPI_COMM_WORLD_SIZE' in e: return int(e['OMPI_COMM_WORLD_RANK']), int(e['OMPI_COMM_WORLD_SIZE'])
+        return env_int('MS_NODE_ID', 'RANK_ID') if worker else 0, env_int('MS_WORKER_NUM')
+    if 'OMPI_COMM_WORLD_SIZE' in e: return env_int('OMPI_COMM_WORLD_RANK'), env_int('OMPI_COMM_WORLD_SIZE')
     return 0, 1
 
 def setup_openmpi(port:int=8118)->subprocess.Popen|None:
     "Under a plain `mpirun`, map Open MPI's rank variables to MindSpore's dynamic cluster; rank 0 starts the scheduler."
     e = os.environ
-    size, rank = int(e['OMPI_COMM_WORLD_SIZE']), int(e['OMPI_COMM_WORLD_RANK'])
+    size, rank = env_int('OMPI_COMM_WORLD_SIZE'), env_int('OMPI_COMM_WORLD_RANK')
     host = e.get('MS_SCHED_HOST')
     if host is None:
-        if int(e.get('OMPI_COMM_WORLD_LOCAL_SIZE', size)) != size:
+        if env_int('OMPI_COMM_WORLD_LOCAL_SIZE', default=size) != size:
             raise ValueError('mpirun across nodes: set MS_SCHED_HOST to the address of the node running rank 0 '
                              '(mpirun -x MS_SCHED_HOST=<node0-ip> ...)')
         host = '127.0.0.1'
