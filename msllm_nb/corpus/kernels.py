@@ -179,7 +179,7 @@ def _collapse_blank_lines(x, m, y, counts):
 def normalize_kernel(cp, cls, alpha, code, work, zh, asc):
     """`normalize_text`'s passes on code points, those that `work` (`normalize_scan`) says have work: (buffer, start, end,
     edit counts in `KERNEL_EDITS` order). Each pass reads one buffer and writes the other, as each regex pass does."""
-    n = cp.shape[0]; counts = np.zeros(7, np.int64)
+    n = cp.shape[0]; counts = np.zeros(8, np.int64)
     x, y = np.empty(2 * n + 1, np.uint32), np.empty(2 * n + 1, np.uint32)  # (a mark made ASCII may gain a space)
     if work & (NEEDS_INVISIBLE | NEEDS_SURROGATE | NEEDS_FULLWIDTH):
         m = _drop_and_map(cp, x, cls, code, counts)
@@ -189,6 +189,7 @@ def normalize_kernel(cp, cls, alpha, code, work, zh, asc):
         lo, hi = 0, m
         while lo < hi and x[lo] == 10: lo += 1
         while hi > lo and x[hi - 1] == 10: hi -= 1
+        counts[7] = m - (hi - lo)
         return x, lo, hi, counts
     if work & NEEDS_ZH_PUNCT: m = _marks_to_ascii(x, m, y, cls, alpha, zh, asc, counts); x, y = y, x
     if work & NEEDS_ASCII_PUNCT: _marks_to_fullwidth(x, m, cls, zh, asc, counts)
@@ -198,10 +199,11 @@ def normalize_kernel(cp, cls, alpha, code, work, zh, asc):
     lo, hi = 0, m  # str.strip()
     while lo < hi and cls[x[lo]] & SPACE: lo += 1
     while hi > lo and cls[x[hi - 1]] & SPACE: hi -= 1
+    counts[7] = m - (hi - lo)
     return x, lo, hi, counts
 
 KERNEL_EDITS = ('invisible_chars_removed', 'replacement_chars_removed', 'fullwidth_to_ascii', 'punctuation_by_context',
-                 'spaces_collapsed', 'spaces_at_line_ends_removed', 'blank_lines_collapsed')
+                 'spaces_collapsed', 'spaces_at_line_ends_removed', 'blank_lines_collapsed', 'outer_whitespace_stripped')
 
 # %% ../../nbs/01_clean_fast.ipynb #fa23e908
 @_njit

@@ -101,14 +101,15 @@ def normalize_reference(text:str, domain:str='text', t2s:bool=False, edits:Count
     s = _removed(ed, 'ansi_escape_chars_removed', s, _ANSI.sub('', s))
     s = _removed(ed, 'invisible_chars_removed', s, _INVISIBLE_RE.sub('', s))
     s = _removed(ed, 'replacement_chars_removed', s, _SURROGATE_RE.sub('', s))
-    if domain == 'code': return s.strip('\n')  # code: byte for byte otherwise (indentation, trailing spaces, blank lines, strings)
+    if domain == 'code': return _removed(ed, 'outer_whitespace_stripped', s, s.strip('\n'))  # code: byte for byte otherwise (indentation, trailing spaces, blank lines, strings)
     s, n = _FW_RE.subn(lambda m: chr(_FW[ord(m.group())]), s)
     if n and ed is not None: ed['fullwidth_to_ascii'] += n
     s = _punct_by_context(s, edits=ed)
     t = re.sub('[ \t\xa0]+', ' ', s)  # a tab or no-break space made a space is an edit too
     if ed is not None and s != t: ed['spaces_collapsed'] += len(s) - len(t) + s.count('\t') + s.count('\xa0')
     s = _removed(ed, 'spaces_at_line_ends_removed', t, t.replace(' \n', '\n').replace('\n ', '\n'))
-    s = _removed(ed, 'blank_lines_collapsed', s, re.sub(r'\n{3,}', '\n\n', s)).strip()
+    s = _removed(ed, 'blank_lines_collapsed', s, re.sub(r'\n{3,}', '\n\n', s))
+    s = _removed(ed, 'outer_whitespace_stripped', s, s.strip())  # blank lines and spaces around the document
     return _to_simplified(s, ed) if t2s else s
 
 _MARKS_ZH, _MARKS_ASCII = np.array([ord(c) for c in _ZH_PUNCT], np.uint32), np.array([ord(c) for c in _ZH_PUNCT.values()], np.uint32)
@@ -126,7 +127,9 @@ def normalize_text(text:str, # one document
         s = _removed(ed, 'ansi_escape_chars_removed', s, _ANSI.sub('', s))
         work = normalize_scan(codepoints(s), cls)
     cp = codepoints(s)
-    if not work: return s.strip('\n') if domain == 'code' else _to_simplified(s.strip(), ed) if t2s else s.strip()
+    if not work:
+        s = _removed(ed, 'outer_whitespace_stripped', s, s.strip('\n') if domain == 'code' else s.strip())
+        return _to_simplified(s, ed) if t2s and domain != 'code' else s
     x, lo, hi, counts = normalize_kernel(cp, cls, letters(), domain == 'code', work, _MARKS_ZH, _MARKS_ASCII)
     if ed is not None:
         for name, k in zip(KERNEL_EDITS, counts.tolist()):
