@@ -134,7 +134,8 @@ def receives_cfg(frame, event, arg):
     "A call of the package's code that is handed the run's config itself, or an object holding it (the loop's Run)."
     if event == 'call' and frame.f_globals.get('__name__', '').startswith('msllm_nb.'):
         if any(v is cfg or getattr(v, 'cfg', None) is cfg for v in frame.f_locals.values()):
-            calls.append(frame.f_globals['__name__'][len('msllm_nb.'):])
+            caller = frame.f_back.f_globals.get('__name__', '') if frame.f_back else ''
+            calls.append((caller[len('msllm_nb.'):] if caller.startswith('msllm_nb.') else None, frame.f_globals['__name__'][len('msllm_nb.'):]))
 sys.setprofile(receives_cfg)
 try: tl.train(cfg, console=False)
 finally: sys.setprofile(None)
@@ -143,9 +144,9 @@ json.dump({'calls': calls, 'loaded': sorted(m for m in sys.modules if m.startswi
 
 
 def test_a_runs_config_goes_down_the_layers_once(tokens, tmp_path):
-    """Followed from `train` through every call it is handed to, a pretraining run's config goes down the layers once
-    (config, then the strategies around the step, with the loop calling each), and a run that names neither evaluation
-    nor SFT never even imports them."""
+    """Followed from `train` through every call it is handed to, a pretraining run's config only goes down: each module
+    that receives it (its own module, train.config, and the strategies around the step, train.zero) gets it from its own
+    layer or a higher one, and a run that names neither evaluation nor SFT never even imports them."""
     import subprocess, sys, json
     (tmp_path / 'trace.py').write_text(TRACE)  # a file: MindSpore's compiler reads the source of what it compiles
     r = subprocess.run([sys.executable, tmp_path / 'trace.py', tmp_path / 'trace.json', f'token_dir={tokens}', f'out_dir={tmp_path / "run"}',
@@ -153,9 +154,10 @@ def test_a_runs_config_goes_down_the_layers_once(tokens, tmp_path):
                         'progress=false', 'sample_prompts=[]'], capture_output=True, text=True, env={**__import__('os').environ, 'GLOG_v': '3'})
     assert r.returncode == 0, r.stderr[-2000:]
     t = json.loads((tmp_path / 'trace.json').read_text())
-    stops = [m for i, m in enumerate(t['calls']) if m != LOOP and (i == 0 or t['calls'][i - 1] != m)]  # the loop hands it down
     rank = {m: i for i, m in enumerate(ORDER)}
-    assert stops and all(rank[a] <= rank[b] for a, b in zip(stops, stops[1:])), f'the config climbs back up: {stops}'
-    assert set(stops) <= set(LAYERS['train']), stops
+    up = sorted({f'{a} -> {b}' for a, b in t['calls'] if a in rank and rank[b] > rank[a]})
+    assert not up, f'the config is handed up a layer: {up}'  # every hand-over goes to the caller's layer or below
+    stops = {b for _, b in t['calls']} - {LOOP}
+    assert stops == {'train.config', 'train.zero'}, stops  # the config's own module, then the strategies around the step
     loaded = {known(m[len('msllm_nb.'):]) for m in t['loaded']}
     assert not loaded & (PLUGGED_IN | set(LAYERS['course'])), sorted(loaded & (PLUGGED_IN | set(LAYERS['course'])))

@@ -127,7 +127,7 @@ def test_reference_run_outputs(reference):
         assert all(np.isfinite(r[k]) for r in tr), k
     busy = [e for e in tl.read_metrics(reference, 'event') if e['event'] == 'MFU peak measured on a busy machine']
     mfu = np.median([r['mfu'] for r in tr])
-    assert 0 < mfu and (mfu < 1 or busy), mfu  # a peak measured under load can be too low: the run then says so in an event
+    assert 0 < mfu < (10 if busy else 1), mfu  # a peak measured under load can be too low: the run then says so in an event
     ck = tl.Checkpoints(Path(reference) / 'checkpoints')
     assert ck.steps() == [12, 9, 6] and (Path(reference) / 'checkpoints' / 'latest').read_text().strip() == 'step_00000012'
     ev = list((Path(reference) / 'tb').glob('events.out.tfevents.*'))

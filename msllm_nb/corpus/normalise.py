@@ -98,6 +98,7 @@ def normalize_reference(text:str, domain:str='text', t2s:bool=False, edits:Count
     "The normalisation policy above as plain passes, each run whatever the text: what `normalize_text` computes, faster."
     ed = edits
     s = text.replace('\r\n', '\n').replace('\r', '\n')
+    if ed is not None and '\r' in text: ed['line_ends_to_newline'] += text.count('\r')  # each \r\n loses its \r, a lone \r becomes \n
     s = _removed(ed, 'ansi_escape_chars_removed', s, _ANSI.sub('', s))
     s = _removed(ed, 'invisible_chars_removed', s, _INVISIBLE_RE.sub('', s))
     s = _removed(ed, 'replacement_chars_removed', s, _SURROGATE_RE.sub('', s))
@@ -123,6 +124,7 @@ def normalize_text(text:str, # one document
     ed, s, cls = edits, text, char_classes()
     work = normalize_scan(codepoints(s), cls)  # one compiled pass says which passes have anything to do: often none
     if work & (HAS_CR | HAS_ESC):
+        if ed is not None and '\r' in s: ed['line_ends_to_newline'] += s.count('\r')
         s = s.replace('\r\n', '\n').replace('\r', '\n')
         s = _removed(ed, 'ansi_escape_chars_removed', s, _ANSI.sub('', s))
         work = normalize_scan(codepoints(s), cls)

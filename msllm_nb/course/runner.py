@@ -56,19 +56,25 @@ def cpu_seconds()->float:
 
 
 # %% ../../nbs/00_runner.ipynb #1b0d61d4
-_FRAME = re.compile(r'\[\d{2}:\d{2}(:\d{2})?[<,\]]')  # a progress bar's frame: its elapsed time, `[00:03<` or `[00:03,`
+_FRAME = re.compile(r'\[(\d+:)?\d{2}:\d{2}(<[^,\]]*)?,[^\]]*\]\s*$')  # a progress bar's frame ends `[00:03<00:10, 2.1it/s]` or `[1:02:03, 5doc/s]`
 
 def as_saved(c, n:int):
     """Cell `c` as an executed notebook keeps it: execution count `n`, and no progress-bar frames in its stderr (a bar
-    is live feedback; saved as text it fills a pink box that reads like an error). Other stderr lines stay."""
+    is live feedback; saved as text it fills a pink box that reads like an error). Every other piece of stderr stays."""
     c['execution_count'] = n
     kept = []
     for o in c.get('outputs', []):
+        if o.get('output_type') == 'execute_result': o['execution_count'] = n
         if o.get('output_type') == 'stream' and o.get('name') == 'stderr':
             text = ''.join(o['text']) if isinstance(o['text'], list) else o['text']
-            lines = [l for l in text.split('\n') if not all(_FRAME.search(s) or not s.strip() for s in l.split('\r'))]
-            if not lines: continue
-            o['text'] = '\n'.join(lines) + ('\n' if text.endswith('\n') else '')
+            lines = []
+            for l in text.split('\n'):
+                parts = l.split('\r')
+                rest = [p for p in parts if not _FRAME.search(p) and p.strip()]  # what a line holds besides its bar's frames
+                if rest or len(parts) == 1 and not _FRAME.search(l): lines.append(rest[-1] if len(parts) > 1 else l)
+            text = '\n'.join(lines).strip('\n')
+            if not text: continue
+            o['text'] = text + '\n'
         kept.append(o)
     c['outputs'] = kept
 

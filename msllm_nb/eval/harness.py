@@ -466,17 +466,18 @@ def load_tasks(task_dir:str|Path, names:list[str])->dict:
 @contextmanager
 def _quiet_harness(bars:bool=True # False: no progress bar at all (the harness's, per task and per request type, and the model's)
                   ):
-    "The harness's INFO lines (one per task it builds) and `datasets`' progress bars (one per file read) off, inside."
+    "The harness's INFO lines (one per task it builds) and `datasets`' progress bars (one per file read) off, inside; all as it was after."
     import datasets, tqdm.auto, lm_eval.api.task as lt, lm_eval.api.model as lmod
-    log = logging.getLogger('lm_eval'); level = log.level
+    log = logging.getLogger('lm_eval'); level, ds_bars = log.level, datasets.is_progress_bar_enabled()
     log.setLevel(logging.WARNING); datasets.disable_progress_bars()
-    mods, bar = (lt, lmod, tqdm.auto), tqdm.auto.tqdm
+    saved = {m: m.tqdm for m in (lt, lmod, tqdm.auto)}
     if not bars:  # inside train_llm, whose own bar (or none: `progress: false`) is the only one the terminal should show
-        for m in mods: m.tqdm = lambda *a, **k: bar(*a, **{**k, 'disable': True})
+        for m, bar in saved.items(): m.tqdm = type('Off', (bar,), {'__init__': lambda self, *a, _b=bar, **k: _b.__init__(self, *a, **{**k, 'disable': True})})
     try: yield
     finally:
-        log.setLevel(level); datasets.enable_progress_bars()
-        for m in mods: m.tqdm = bar
+        log.setLevel(level)
+        if ds_bars: datasets.enable_progress_bars()
+        for m, bar in saved.items(): m.tqdm = bar
 
 # %% ../../nbs/09_eval.ipynb #ef714201
 def _evaluate(lm, tm:TaskManager, tasks:list, limit:int|None, log_samples:bool)->dict:

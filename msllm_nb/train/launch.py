@@ -20,13 +20,18 @@ def free_port()->int:
     "A TCP port that is free on this host now."
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
-def env_int(*names:str, # the variables to try, in order; the first one set is read
-            default:int=0)->int:
-    "A launcher's whole number from the environment; a value that is not one is a `ValueError` naming the variable."
-    name = next((n for n in names if os.environ.get(n, '') != ''), None)
-    if name is None: return default
-    v = os.environ[name]
-    if not v.strip().isdigit(): raise ValueError(f'{name}={v!r}: not a whole number (the launcher sets it; check the job script)')
+def env_int(*names:str, # the variables to try, in order; the first one given is read
+            default:int|None=None, # when none is given, or set empty (None: one must be set)
+            lo:int=0)->int:
+    "A launcher's whole number ≥ `lo` from the environment; a value that is not one is a `ValueError` naming the variable."
+    given = lambda n: n in os.environ if default is None else os.environ.get(n, '').strip() != ''  # an optional one may be set empty
+    name = next((n for n in names if given(n)), None)
+    if name is None:
+        if default is None: raise ValueError(f'{names[0]} is not set (the launcher sets it; check the job script)')
+        return default
+    v = os.environ[name].strip()
+    if not (v.isdecimal() and int(v) >= lo):
+        raise ValueError(f'{name}={os.environ[name]!r}: not a whole number ≥ {lo} (the launcher sets it; check the job script)')
     return int(v)
 
 def world_from_env()->tuple[int, int]:
@@ -34,14 +39,14 @@ def world_from_env()->tuple[int, int]:
     e = os.environ
     if 'MS_WORKER_NUM' in e:  # an msrun worker, or msrun's scheduler: it runs the script too, and checks the job it schedules
         worker = e.get('MS_ROLE', 'MS_WORKER') == 'MS_WORKER'
-        return env_int('MS_NODE_ID', 'RANK_ID') if worker else 0, env_int('MS_WORKER_NUM')
-    if 'OMPI_COMM_WORLD_SIZE' in e: return env_int('OMPI_COMM_WORLD_RANK'), env_int('OMPI_COMM_WORLD_SIZE')
+        return env_int('MS_NODE_ID', 'RANK_ID', default=0) if worker else 0, env_int('MS_WORKER_NUM', lo=1)
+    if 'OMPI_COMM_WORLD_SIZE' in e: return env_int('OMPI_COMM_WORLD_RANK'), env_int('OMPI_COMM_WORLD_SIZE', lo=1)
     return 0, 1
 
 def setup_openmpi(port:int=8118)->subprocess.Popen|None:
     "Under a plain `mpirun`, map Open MPI's rank variables to MindSpore's dynamic cluster; rank 0 starts the scheduler."
     e = os.environ
-    size, rank = env_int('OMPI_COMM_WORLD_SIZE'), env_int('OMPI_COMM_WORLD_RANK')
+    size, rank = env_int('OMPI_COMM_WORLD_SIZE', lo=1), env_int('OMPI_COMM_WORLD_RANK')
     host = e.get('MS_SCHED_HOST')
     if host is None:
         if env_int('OMPI_COMM_WORLD_LOCAL_SIZE', default=size) != size:
