@@ -232,6 +232,7 @@ def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
     (out/'report.md').write_text(roadmap_report(out, summary))
     return summary
 
+# %% ../../nbs/00_runner.ipynb #6c44951c
 def failures(summary:dict)->list[str]:
     "One line per failed chapter: the notebook, the cell, the error's one line, and the executed notebook that holds the traceback."
     return [f"FAILED {k}" + (f" cell {f['cell']}" if f['cell'] is not None else '') + f": {f['error']} (traceback: {f['notebook']})"
@@ -348,7 +349,7 @@ TERMINAL_NOISE = {'[ERROR]': 'a MindSpore ERROR line', 'GetRealPath': "MindSpore
 
 def _progress_bar(text:str)->bool:
     "Every line of `text` is a tqdm text bar."
-    return all(re.search(r'\[[\d:]+(<[\d:?]+)?, [^\]]*\]\s*$', seg) for seg in re.split(r'[\r\n]', text) if seg.strip())
+    return all(_FRAME.search(seg) for seg in re.split(r'[\r\n]', text) if seg.strip())  # `as_saved`'s frame
 
 def roadmap_problems(out:str|Path, # a roadmap output folder (its executed notebooks are read)
                      terminal:str='' # what msllm-roadmap printed, stdout and stderr
