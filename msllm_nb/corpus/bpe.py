@@ -102,6 +102,7 @@ def _too_small(vocab_size:int, need:int, coverage:float, inputs:list, heldout_fr
     return (f'vocab_size {vocab_size} is too small for this corpus: at character_coverage {coverage} SentencePiece needs '
             f'{need} pieces for the characters alone; use --vocab_size {-(-need // 64) * 64} or more{tip}')
 
+# %% ../../nbs/02_bpe.ipynb #cdb61523
 def train_bpe(inputs:list, # cleaned JSON-lines files or folders
               out_prefix:str|Path, # writes {out_prefix}.model, .vocab and .json (the report)
               vocab_size:int=32768, # the tutorial's production default; at least the pieces its characters need (the error says how many)

@@ -54,6 +54,7 @@ def _json_str(s:str)->str:
     "json.dumps(s, ensure_ascii=False), without its call for a string that needs no escape (a path, a domain)."
     return f'"{s}"' if _JSON_PLAIN_STR.match(s) else json.dumps(s, ensure_ascii=False)
 
+# %% ../../nbs/01_clean.ipynb #1ba540a5
 def _clean_batch(args):
     "Worker: clean a batch of (text or raw JSON line, source, domain) tuples with a config dict (plain data: picklable from anywhere)."
     items, cd, near, text_field = args  # near: (bands, rows) of the parent's Deduper, or None
@@ -90,6 +91,7 @@ def _batches(files, tally, c, text_field, batch_docs, max_line_bytes=1 << 20, ne
             if len(batch) >= batch_docs: yield (batch, cd, near, text_field); batch = []
     if batch: yield (batch, cd, near, text_field)
 
+# %% ../../nbs/01_clean.ipynb #0b1c0ef5
 def start_method()->str:
     """'fork' in a plain single-threaded process (the CLI, a script): workers start at once, with this process's modules
     and compiled kernels; 'spawn' where forking is unsafe (other Python threads, as in Jupyter, or MindSpore or PyTorch
@@ -132,6 +134,7 @@ def worker_died(what:str, workers:int)->RuntimeError:
                         f"calling script, so a script that calls this with workers={workers} needs its code under "
                         "`if __name__ == '__main__':`; workers=1 runs in this process)")
 
+# %% ../../nbs/01_clean.ipynb #f3c5480d
 class _ShardWriter:
     "Output lines into clean-00000.jsonl, clean-00001.jsonl, ... of at most `shard_bytes` each (a longer line: a file of its own)."
     def __init__(self, out_dir:Path, shard_bytes:int): self.out_dir, self.limit, self.shard, self.fh, self.written = out_dir, shard_bytes, 0, None, 0
@@ -148,6 +151,7 @@ class _ShardWriter:
     def close(self):
         if self.fh: self.fh.close()
 
+# %% ../../nbs/01_clean.ipynb #4ebdc002
 def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG][@SPLIT]` specs
                  out_dir:str|Path, # cleaned JSON lines go here (clean-00000.jsonl, ...)
                  config:CleanConfig|None=None,
@@ -208,6 +212,7 @@ def clean_corpus(inputs:list, # files, directories and/or `datasets:NAME[:CONFIG
 
 READ_REASONS = ('empty_file', 'binary_file', 'unreadable_file', 'bad_json', 'no_text_field', 'file_too_large', 'troff_mdoc')
 
+# %% ../../nbs/01_clean.ipynb #a797fb47
 def _check_output(rep:dict, inputs:list):
     "A run that read nothing, or kept nothing, fails with a message that names the inputs and what was in them."
     where = ', '.join(map(str, inputs))

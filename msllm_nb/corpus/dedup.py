@@ -58,6 +58,7 @@ def minhash_many(texts:list, # documents
         out[d] = minhash_kernel(encode_codepoints(low), np.array([len(low)]), char_classes(), lower_table(), num_perm, k)[0][0]
     return out
 
+# %% ../../nbs/01_3_dedup.ipynb #004de564
 def minhash(s:str, num_perm:int=64, k:int=5)->Signature:
     "MinHash signature of one text (see `minhash_many`)."
     return Signature(minhash_many([s], num_perm, k)[0])
@@ -90,6 +91,7 @@ def band_keys(sig:Signature, bands:int, rows:int)->np.ndarray:
     "The band keys of one signature."
     return band_keys_many(sig.hashvalues[None], bands, rows)[0]
 
+# %% ../../nbs/01_3_dedup.ipynb #59112ebe
 class KeySet:
     "A set of 64-bit keys at ~8 bytes each: a sorted NumPy array, plus the newest keys in a Python set, merged when it grows."
     def __init__(self): self.arr, self.recent = np.empty(0, np.uint64), set()
@@ -122,6 +124,7 @@ def text_key(s:str, cp:np.ndarray|None=None # `codepoints(s)`, if at hand (a wor
     "64-bit key of a cleaned text, for exact dedup: XXH3 of its code points (odds of any false match among 100 million documents: ~3e-4)."
     return np.array([xxhash.xxh3_64_intdigest(codepoints(s) if cp is None else cp)], np.uint64)
 
+# %% ../../nbs/01_3_dedup.ipynb #9a9591cd
 class Deduper:
     """Exact and near-duplicate detection over a stream of cleaned documents (first occurrence wins). Near duplicates:
     MinHash LSH with datasketch's banding, indexed as 64-bit band keys in a `KeySet` (~8 bytes per key)."""

@@ -60,6 +60,7 @@ def _context_letter(s, i, step):
 _ZH_PUNCT_RE = re.compile(rf'[，。！？：；）（](?:(?<=（)(?![{_HAN}])|(?<=[，。！？：；）])(?<![{_HAN}].))')  # so only the other marks need a Python call
 _ASCII_BETWEEN_CJK = re.compile(rf'([,!?:;])(?<=[{_CJK}][,!?:;])(?=[{_CJK}])')  # the mark first: the engine skips to it
 
+# %% ../../nbs/01_1_normalise.ipynb #b90a92c5
 def _punct_by_context(s, work=NEEDS_ZH_PUNCT | NEEDS_ASCII_PUNCT, edits:Counter|None=None):
     """Full-width punctuation belongs to the text it closes (or opens, for '（'): Chinese keeps it, Latin text gets ASCII.
     `work`: which of the two passes can match (`normalize_scan`); the ASCII pass's matches are the same before and after
@@ -94,6 +95,7 @@ def _to_simplified(s, ed):
     if ed is not None: ed['traditional_to_simplified'] += sum(a != b for a, b in zip(before, s)) + abs(len(before) - len(s))
     return s
 
+# %% ../../nbs/01_1_normalise.ipynb #2c1baca5
 def normalize_reference(text:str, domain:str='text', t2s:bool=False, edits:Counter|None=None)->str:
     "The normalisation policy above as plain passes, each run whatever the text: what `normalize_text` computes, faster."
     ed = edits

@@ -62,6 +62,7 @@ def _reads_as_chinese(s:str)->bool:
     if not wide or not all(_CJK_TEXT.match(ch) for ch in wide): return False
     return len(wide) >= 2 or not re.search(r'[A-Za-z]', s)
 
+# %% ../../nbs/01_0_read.ipynb #139cda0a
 class Encoding:
     "What a file's lines have shown so far: `gb18030` is True once a line was read as GB18030."
     def __init__(self): self.gb18030 = False
@@ -88,6 +89,7 @@ def decode_line(b:bytes, # raw bytes of one line
     if tally is not None: tally.edit('bad_bytes_dropped', len(b) - len(s.encode('utf-8')), f'{where}: {b[:100]!r}')
     return s
 
+# %% ../../nbs/01_0_read.ipynb #ebe57264
 def read_raw_lines(f, # a binary file object
                    tally:Tally, max_line_bytes:int=1 << 20, chunk:int=1 << 16, where:str='')->Iterator[tuple[int, bytes]]:
     "(line number, raw bytes) of each line of `f`, splitting on \\n, \\r\\n and \\r, in bounded memory; over-long lines are dropped and counted."
@@ -121,7 +123,6 @@ def read_lines(f, # a binary file object
     enc = enc or Encoding()
     for n, line in read_raw_lines(f, tally, max_line_bytes, chunk, where): yield decode_line(line, tally, enc, f'{where}:{n}')
 
-
 # %% ../../nbs/01_0_read.ipynb #f99afed3
 CODE_EXT = {'.py', '.js', '.ts', '.java', '.c', '.h', '.cc', '.cpp', '.hpp', '.go', '.rs', '.rb', '.sh', '.sql', '.scala', '.kt', '.swift', '.cs', '.php', '.lua', '.r', '.m', '.jl'}
 TEXT_EXT = {'.txt', '.md', '.rst', '.text', ''}
@@ -150,6 +151,7 @@ def _is_binary(head:bytes)->bool:
     ctrl = sum(1 for b in head if b < 9 or 13 < b < 32)
     return len(head) > 0 and ctrl / len(head) > 0.1
 
+# %% ../../nbs/01_0_read.ipynb #2c5b0040
 class _TextOfHTML(HTMLParser):
     """Visible text of an HTML document: script/style dropped, block elements end lines, entities decoded. A line break
     of the source inside a block is only a space in HTML: it is marked here (`_WRAP`) and resolved by `strip_markup`."""
@@ -193,6 +195,7 @@ def strip_markup(s:str, mark_pre:bool=False # keep `<pre>` blocks between PRE_OP
     t = _unwrap(''.join(p.out))
     return t if mark_pre else t.replace(PRE_OPEN, '').replace(PRE_CLOSE, '')
 
+# %% ../../nbs/01_0_read.ipynb #838b2e15
 def mail_text(raw:bytes, tally:Tally|None=None)->str:
     "Readable text of a raw e-mail: subject plus text/plain parts (or text/html parts, stripped), decoded per their charset."
     msg = email.message_from_bytes(raw, policy=email.policy.default)
@@ -249,6 +252,7 @@ _TROFF_BREAK = {'PP', 'P', 'LP', 'sp', 'br', 'HP', 'RS', 'RE', 'in', 'ti', 'ne',
 _TROFF_FONT_REQ = {'B', 'I', 'SM', 'SB', 'UR', 'MT'}
 _TROFF_ALT_REQ = {'BR', 'BI', 'IB', 'IR', 'RB', 'RI'}
 
+# %% ../../nbs/01_0_read.ipynb #a6d9c909
 def _troff_lines(src:str):
     """The input lines `man` would read on a terminal (nroff): `.ie n`/`.if n` branches taken, `.el` and troff-only
     branches skipped, `.de`/`.ig` bodies skipped, escaped newlines (`\\` at the end, `\\c`) joined. Yields (line, skipped)."""
@@ -278,6 +282,7 @@ def _troff_lines(src:str):
         if take and rest: lines.insert(i, rest)  # the conditional's body: read as the next line
         yield None, 1
 
+# %% ../../nbs/01_0_read.ipynb #c09d3706
 def troff_text(src:str, # a man(7) page's troff source
                tally:Tally|None=None, where:str='')->str:
     """The words of a man page: requests and comments dropped, headings, fonts and escapes resolved, filled paragraphs
@@ -333,12 +338,12 @@ def troff_text(src:str, # a man(7) page's troff source
         tally.edit('troff_requests_removed', n_req, where); tally.edit('troff_escapes_resolved', n_esc, where)
     return '\n\n'.join(p for p in paras if p.strip())
 
+# %% ../../nbs/01_0_read.ipynb #fa4525d7
 def is_troff(path:Path, head:bytes)->bool:
     "A man page source: by its suffix (.1-.9, .man, also under .gz), or by a .TH/.SH request near its start."
     suf = path.suffixes[-2] if path.suffix == '.gz' and len(path.suffixes) > 1 else path.suffix
     if suf.lower() in TROFF_EXT and _TROFF_HEAD.search(head.decode('latin-1')): return True
     return bool(re.search(rb'^[.\'][ \t]*TH[ \t]', head[:4096], re.M)) and bool(re.search(rb'^[.\'][ \t]*SH\b', head, re.M))
-
 
 # %% ../../nbs/01_0_read.ipynb #6261b04d
 DATASET_PREFIX = 'datasets:'  # an input `datasets:NAME[:CONFIG][@SPLIT]` is read with datasets.load_dataset
@@ -378,6 +383,7 @@ def record_separator(head:bytes)->str:
     if len(re.findall(rb'^%[ \t]*\r?$', head, re.M)) >= 2: return 'percent'
     return 'formfeed' if b'\x0c' in head else 'blank'
 
+# %% ../../nbs/01_0_read.ipynb #929e8038
 def _records(lines, sep:str):
     "(first line number, text) of each record of a plain-text file's (line number, decoded line) pairs."
     block, start = [], 1
@@ -399,6 +405,7 @@ def _open(path:Path):
     import gzip
     return gzip.open(path, 'rb') if path.suffix == '.gz' else open(path, 'rb')
 
+# %% ../../nbs/01_0_read.ipynb #6ac5f299
 def read_documents(path:Path, # one input file
                    tally:Tally, # receives drops and events
                    text_field:str='text', # field/column holding the text in .jsonl/.parquet
@@ -434,6 +441,7 @@ def read_documents(path:Path, # one input file
             lines = ((n, decode_line(l, tally, enc, f'{path}:{n}')) for n, l in read_raw_lines(f, tally, max_line_bytes, where=str(path)))
             for start, text in _records(lines, sep): yield Doc(text, f'{path}:{start}', dom)
 
+# %% ../../nbs/01_0_read.ipynb #b4e1e31a
 def _parquet_docs(path, tally, text_field, dom):
     import pyarrow.parquet as pq
     pf = pq.ParquetFile(path)
@@ -468,6 +476,7 @@ def parse_dataset_spec(spec:str)->tuple[str, str|None, str]:
     if not name: raise ValueError(f'{spec}: no dataset name (expected datasets:NAME[:CONFIG][@SPLIT])')
     return name, config or None, split or 'train'
 
+# %% ../../nbs/01_0_read.ipynb #be2aa709
 def read_dataset(spec:str, # `datasets:NAME[:CONFIG][@SPLIT]`: a local dataset folder, or a hub name already in the datasets cache
                  tally:Tally, # receives drops
                  text_field:str='text', # the column holding the text

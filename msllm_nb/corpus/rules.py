@@ -66,6 +66,7 @@ CONFIG_BOUNDS = {'min_chars': natural.bounds, 'max_chars': count.bounds, 'near_d
                  **{k: fraction.bounds for k in ('max_garbled_ratio', 'max_symbol_ratio', 'max_symbol_ratio_code',
                                                  'max_dup_line_ratio', 'max_top_ngram_ratio')}}  # what each number of a --config may be
 
+# %% ../../nbs/01_2_rules.ipynb #c2c24512
 def _plain(p): return all(ch in 'abcdefghijklmnopqrstuvwxyz0123456789 ' or not ch.isascii() and ch.lower() == ch.upper() == ch for ch in p)
 
 def _top_level_bar(p:str)->bool:
@@ -110,6 +111,7 @@ def char_counts(s:str)->tuple[int, int, int]:
     "(symbols, CJK characters, Latin words) of a text: what the symbol and script rules count."
     return len(_SYMBOL.findall(s)), len(_CJK_RE.findall(s)), len(_LATIN_WORD.findall(s))
 
+# %% ../../nbs/01_2_rules.ipynb #a68cb5f5
 def top_trigram(s:str, min_words:int=3 # fewer words: (words, 0, 0) without counting
                )->tuple[int, int, int]:
     "(words, count of the most frequent word 3-gram, its characters) of `s.split()` (ties: the first seen)."
@@ -195,6 +197,7 @@ _ENTITY_RE = re.compile(r'&(?:nbsp|amp|lt|gt|quot|apos|#\d{1,7}|#x[0-9A-Fa-f]{1,
 _HTML_DOC = re.compile(r'\s*(?:<!DOCTYPE\s+html|<html[\s>])', re.I)
 _TAG_RUN = re.compile(r'(?:</?(?:%s)\b[^<>]*>){2,}' % '|'.join(sorted(HTML_TAGS, key=len, reverse=True)), re.I)  # <p><p>, <p><font ...>
 
+# %% ../../nbs/01_2_rules.ipynb #e63ba508
 def strip_remnants(s:str)->tuple[str, int, int, str]:
     """HTML left inside a text document, removed only where it is markup: `<!-- -->`, or a tag with a known HTML name
     (`HTML_TAGS`) that is a closing tag, carries an attribute (`<a href=..>`), is `<br>`/`<hr>`/`<wbr>` or self-closing,
@@ -234,6 +237,7 @@ def clean_document(doc:Doc, c:CleanConfig, tally:Tally)->str|None:
     r = _clean_document(doc, c, tally)
     return r and r[0]
 
+# %% ../../nbs/01_2_rules.ipynb #378613af
 def _clean_document(doc, c, tally):
     "`clean_document`, and the `TextStats` of the text it returns (None if it drops the document)."
     text, ed, ex = doc.text, Counter(), {}
@@ -268,6 +272,7 @@ def _first_change(a:str, b:str)->str:
         else: hi = mid - 1
     return f'{a[max(0, i - 30):i + 40]!r} → {b[max(0, i - 30):i + 40]!r}'
 
+# %% ../../nbs/01_2_rules.ipynb #6326233d
 def _clean_prose(text, doc, c, tally, ed, ex, remnants=True):
     """Normalised prose, boilerplate lines dropped (counted), HTML remnants stripped (`remnants`; edits counted), and
     its `TextStats` (None if a line or a tag was removed after they were computed)."""

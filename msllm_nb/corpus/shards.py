@@ -96,6 +96,7 @@ def write_meta(out_dir:Path, shards:list[str], per_shard:list[dict], vocab_size:
     (Path(out_dir)/'meta.json').write_text(json.dumps(meta, indent=1))
     return meta
 
+# %% ../../nbs/03_shards.ipynb #b2ead78c
 def _tokenize_shard(args):
     "Worker: tokenize one JSON-lines shard with a batched datasets map; write tokens-N.bin and tokens-N.idx.npz."
     shard, model, out_prefix, batch_size = args
@@ -116,6 +117,7 @@ def _tokenize_shard(args):
         for rec in stream: w.add(rec['tokens'], np.frombuffer(rec['lengths'], np.int64), rec['groups'].split('\n'))
     return {'shard': str(shard), **w.summary}
 
+# %% ../../nbs/03_shards.ipynb #73f1f123
 def tokenize_shards(text_shards:list, # JSON-lines shards from `shuffle_and_shard`
                     model:str|Path, # SentencePiece .model
                     out_dir:str|Path, # writes tokens-00000.bin/.idx.npz and meta.json

@@ -232,7 +232,7 @@ def run_roadmap(nbs_dir:str|Path='nbs', # chapter notebooks
     (out/'report.md').write_text(roadmap_report(out, summary))
     return summary
 
-# %% ../../nbs/00_runner.ipynb #6c44951c
+# %% ../../nbs/00_runner.ipynb #46b213b9
 def failures(summary:dict)->list[str]:
     "One line per failed chapter: the notebook, the cell, the error's one line, and the executed notebook that holds the traceback."
     return [f"FAILED {k}" + (f" cell {f['cell']}" if f['cell'] is not None else '') + f": {f['error']} (traceback: {f['notebook']})"
