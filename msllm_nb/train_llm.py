@@ -116,6 +116,7 @@ def params_digest(model:nn.Cell)->str:
     for p in model.get_parameters(): h.update(p.name.encode()); h.update(p.asnumpy().tobytes())
     return h.hexdigest()
 
+# %% ../nbs/06_train_dp.ipynb #391ba283
 def evaluate(loss_cell:LossCell, windows, batch_size:int, n_windows:int,
              labels=None # `label_reader` of the data folder (default: a chapter 03 window's shifted tokens)
             )->float:
@@ -151,6 +152,7 @@ def _samples(model, cfg:TrainConfig, tokenizer:str|None)->list[str]:
 class DataError(RuntimeError):
     "A batch the run cannot learn from (a runtime failure: exit 1)."
 
+# %% ../nbs/06_train_dp.ipynb #4ee8d610
 def check_labels(x:np.ndarray, ignore_index:int, step:int, source:GlobalBatches, log:MetricsLog,
                  labels=None # `label_reader` of the data folder: where its batches keep their labels (default: a chapter 03 window's shifted tokens)
                 ):
@@ -194,6 +196,7 @@ def resume_from(ck:Checkpoints, log:MetricsLog, step_cell, model, hashed:dict, s
     log('event', meta['step'], event='resumed', checkpoint=d.name, superseded_records=moved)
     return meta['step']
 
+# %% ../nbs/06_train_dp.ipynb #ce2fc6e0
 @dataclass
 class Run:
     "One training run on this rank: what `setup_run` builds and every phase of `train` reads."
@@ -230,6 +233,7 @@ class Run:
         "Mean loss of the validation windows scored (rank 0; only when the run has validation windows)."
         return evaluate(self.loss_cell, self.val_w, self.cfg.batch_size, self.cfg.val_windows, self.labels)
 
+# %% ../nbs/06_train_dp.ipynb #206b915b
 def setup_run(cfg:TrainConfig, resume:bool, rank:int, world:int, console:bool)->Run:
     "Phase 1, set up: check the config and data, open the run folder and its log, build the model, the step and the batches."
     info = check_config(cfg, world)
@@ -272,6 +276,7 @@ def training_eval(cfg:TrainConfig, model:nn.Cell, tmeta:dict):
     if not tmeta.get('tokenizer'): raise ValueError(f'eval_every: {cfg.token_dir}/meta.json names no tokenizer to evaluate with')
     return make(model, tmeta['tokenizer'], cfg.eval_tasks, cfg.eval_task_dir, cfg.eval_limit, cfg.out_dir)
 
+# %% ../nbs/06_train_dp.ipynb #c697eb0f
 def save_checkpoint(run:Run, step:int):
     "Phase 'save': the weights, the optimizer state and the run's meta at `step` (ZeRO-1: each rank's optimizer shard first)."
     cfg, rank = run.cfg, run.rank
@@ -305,6 +310,7 @@ class StepLoop:
     history: list = field(default_factory=list)  # this process's step records, for `first_abnormal_step`
     def close(self, run:Run): self.bar.close(); run.log.close()
 
+# %% ../nbs/06_train_dp.ipynb #4d4bee56
 def step_record(run:Run, step:int, r:StepResult, dt:float, wait:float)->dict:
     "The metrics of one step: loss, learning rate, gradient norm, speed, MFU, data wait, memory (and the loss scale in fp16)."
     cfg = run.cfg
@@ -340,6 +346,7 @@ def end_profile(run:Run, lp:StepLoop, done:int):
         (out/'profile'/'top_ops.json').write_text(dumps_finite(top, indent=1))
         run.log('event', done, event='profiled', steps=f'{lp.prof_at + 1}-{done}', top=', '.join(f"{o['op']} {o['share']:.0%}" for o in top['ops'][:4]))
 
+# %% ../nbs/06_train_dp.ipynb #ccaedca1
 def on_non_finite(run:Run, lp:StepLoop, done:int, r:StepResult):
     """Phase 'a non-finite step': skip the update, roll back to the last healthy checkpoint before the step where training
     broke, or stop naming that step; which one is `nan_policy`'s choice (a rollback goes back to one checkpoint 3 times at most)."""
@@ -369,6 +376,7 @@ def on_non_finite(run:Run, lp:StepLoop, done:int, r:StepResult):
     lp.close(run)
     raise FloatingPointError(msg)
 
+# %% ../nbs/06_train_dp.ipynb #73313ae2
 def after_step(run:Run, lp:StepLoop, done:int):
     "Validation, samples and checkpoints when they are due; a signal received during the step saves and exits."
     cfg, rank, log = run.cfg, run.rank, run.log
@@ -407,6 +415,7 @@ def run_steps(run:Run, lp:StepLoop, start:int):
 TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'added_tokens.json', 'chat_template.jinja',
                    'tokenizer.model', 'vocab.json', 'merges.txt', 'config.json', 'generation_config.json')  # a Hugging Face tokenizer's files (config.json: its special ids)
 
+# %% ../nbs/06_train_dp.ipynb #c8c6a9ec
 def copy_tokenizer(src:str|Path, # a SentencePiece .model, a tokenizer.json, or a Hugging Face folder holding one
                    dst:str|Path # a checkpoint folder
                   )->str:
@@ -434,6 +443,7 @@ def save_merged(run:Run)->Path:
     _atomic_write(d/'meta.json', dumps_finite(meta, indent=1))
     return d
 
+# %% ../nbs/06_train_dp.ipynb #c9fe8f2f
 def finish(run:Run, start:int)->dict:
     """Phase 'finish': final samples, this rank's parameter digest and optimizer memory, the run's summary. Also what a
     `--resume` of a finished run writes (nothing trained: the samples already logged are not logged again)."""
@@ -455,6 +465,7 @@ def finish(run:Run, start:int)->dict:
     run.log.close()
     return summary
 
+# %% ../nbs/06_train_dp.ipynb #6b5a8385
 def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:bool=True,
           allow_restart:bool=False # with resume: start from step 0 when checkpoints exist but none is usable (else ResumeError)
          )->dict:
@@ -484,6 +495,7 @@ def train(cfg:TrainConfig, resume:bool=False, rank:int=0, world:int=1, console:b
 
 zero_flag = bounded(Bounds(int, 0, 1), 'zero')  # --zero: 0 or 1
 
+# %% ../nbs/06_train_dp.ipynb #fc73a3de
 @call_parse
 def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3, llama_7b)', str)='tiny',
          set:Param('overrides key=value, e.g. --set steps=100 model.hidden_size=128 (--set may be repeated)', str, nargs='*', action='extend')=None,

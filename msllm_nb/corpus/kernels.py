@@ -102,6 +102,7 @@ def _mark_to_ascii(c, zh, asc):
         if zh[j] == c: return asc[j]
     return 0
 
+# %% ../../nbs/01_clean_fast.ipynb #d8b4b2e1
 @_njit
 def _drop_and_map(cp, x, cls, code, counts):
     "Invisible characters and damage (U+FFFD, lone surrogates) removed, full-width forms mapped (not in code): x[:m], m."
@@ -140,6 +141,7 @@ def _marks_to_fullwidth(x, m, cls, zh, asc, counts):
         c = x[i]
         if c < 128 and cls[c] & MARK and cls[x[i - 1]] & CJK and cls[x[i + 1]] & CJK: x[i] = _mark_to_ascii(c, asc, zh); counts[3] += 1
 
+# %% ../../nbs/01_clean_fast.ipynb #558f843e
 @_njit
 def _collapse_spaces(x, m, y, counts):
     "Runs of spaces, tabs and no-break spaces become one space (a tab or no-break space made a space counts too): y[:k], k."
@@ -175,6 +177,7 @@ def _collapse_blank_lines(x, m, y, counts):
         else: y[k] = x[i]; k += 1
     return k
 
+# %% ../../nbs/01_clean_fast.ipynb #33936605
 @_njit
 def normalize_kernel(cp, cls, alpha, code, work, zh, asc):
     """`normalize_text`'s passes on code points, those that `work` (`normalize_scan`) says have work: (buffer, start, end,
@@ -243,6 +246,7 @@ def _needle_hits(cp, i, found, needles, lens):
         if ok: found |= _U(1) << _U(j)
     return found
 
+# %% ../../nbs/01_clean_fast.ipynb #b0de193f
 @_njit
 def stats_kernel(cp, # code points of a text
                 cls, # `char_classes()`

@@ -486,6 +486,7 @@ def merge_divergence(non_finite:list[Finding], divergence:list[Finding])->list[F
     handled = [f for f in non_finite if f.code in ('non_finite_skipped', 'non_finite_rolled_back')]
     return non_finite + ([] if handled and handled[0].step == d.step else divergence)
 
+# %% ../../nbs/08_debug.ipynb #293288d3
 def _restore(rec:dict)->dict:
     "A record as written either way: NaN/Inf as such (older runs), or null named in its `non_finite` field (06·2's `dumps_finite`)."
     nf = rec.get('non_finite')
@@ -514,6 +515,7 @@ def read_run(run_dir:str|Path # a train_llm out_dir
     if not recs: raise UsageError(f'{m}: no metric records ({len(bad_lines)} other line(s)): is {run_dir} a train_llm out_dir?')
     return recs, bad_lines
 
+# %% ../../nbs/08_debug.ipynb #340dff35
 def doctor(run_dir:str|Path # a train_llm out_dir (metrics.jsonl, checkpoints/, ranks/)
           )->list[Finding]:
     "Every detector of this chapter on one run folder; an empty list means nothing was found."

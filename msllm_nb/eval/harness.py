@@ -99,6 +99,7 @@ def _resolve(path:str|Path)->tuple[Path, Path|None]:
     _refuse_adapter(p)
     return p, _tokenizer_beside(p)
 
+# %% ../../nbs/09_eval.ipynb #7a429bc7
 def load_eval_model(path:str|Path)->msm.LlamaForCausalLM:
     "The model of `_resolve(path)`; a Hugging Face folder is converted to MindSpore first (into a temporary file)."
     p, _ = _resolve(path)
@@ -127,6 +128,7 @@ def result_name(path:str|Path)->str:
 # %% ../../nbs/09_eval.ipynb #9b1d8410
 model_registry.register('msllm', target='msllm_nb.eval.harness:MsllmLM')  # `--model msllm`: the harness imports this module when asked (a notebook may run this cell again)
 
+# %% ../../nbs/09_eval.ipynb #d874fea0
 class MsllmLM(TemplateLM):
     "A MindSpore `LlamaForCausalLM` as an lm-evaluation-harness model: `--model msllm --model_args ckpt=…,tokenizer=…`."
     def __init__(self, ckpt:str|None=None, # checkpoint, train_llm run/step folder, or Hugging Face folder
@@ -186,6 +188,7 @@ class MsllmLM(TemplateLM):
 
 MODEL_ARGS = {'ckpt', 'tokenizer', 'batch_size', 'max_length', 'bucket', 'device', 'dtype'}  # device, dtype: what the harness passes every model (unused here)
 
+# %% ../../nbs/09_eval.ipynb #68ba7458
 class ModelArgsError(UsageError):
     "A bad `--model_args` for `--model msllm`: `msllm-lm-eval` prints it as one line and exits 2."
 
@@ -436,6 +439,7 @@ def check_task(task, where:str)->None:
     if ch is not None and isinstance(t, int) and not 0 <= t < len(ch):
         raise TaskFileError(f"{where}: doc_to_target: the first document's target {t} is not one of its {len(ch)} choices")
 
+# %% ../../nbs/09_eval.ipynb #82d06f29
 class CheckedTaskManager(TaskManager):
     """The harness's `TaskManager`, checking every task it loads before anything is scored: its config, its dataset and its
     first document (`check_task`). A mistake is a `TaskFileError` naming the task file. The last list loaded is kept, so
@@ -518,6 +522,7 @@ def merge_results(parts:list[dict])->dict|None:
             if k != 'config' and isinstance(v, dict) and isinstance(out.get(k), dict): out[k] = {**out[k], **v}
     return out
 
+# %% ../../nbs/09_eval.ipynb #38e1bf2a
 def _git_commit_quietly()->str|None:
     """The harness's `get_git_commit_hash` (the commit its results record), with git's stderr discarded: outside a git
     checkout, `git describe` prints 'fatal: not a git repository' to the terminal, once per evaluation."""
@@ -619,6 +624,7 @@ def _report(model:str, rows:list, res:dict|None, failed:str|None, json_out:bool)
     for r in rows: print(f"{r['group']:>16}  {r['bits_per_byte']:.3f} bits/byte  {r['tokens_per_byte']:.3f} tokens/byte  ({r['docs']} docs)")
     for t, v in report['tasks'].items(): print(f'{t:>16}  acc {v:.3f}')
 
+# %% ../../nbs/09_eval.ipynb #d7fcdeb1
 @call_parse
 def eval_cli(model:Param('a .ckpt/.safetensors with its .yaml, a train_llm run or checkpoint folder, or a Hugging Face model folder', str),
              tokenizer:Param('tokenizer: SentencePiece .model, tokenizer.json or a folder (default: the one beside the model, or the one its run names)', str)=None,
@@ -747,6 +753,7 @@ def _failing_task(e:BaseException)->str:
         tb = tb.tb_next
     return f'task {name}' if name else 'a task'
 
+# %% ../../nbs/09_eval.ipynb #608b2822
 @contextmanager
 def harness_patches():
     """Inside, the harness runs as msllm-lm-eval needs: its arguments, `msllm`'s `--model_args` and every task file are

@@ -322,6 +322,7 @@ def gguf_config(reader, src:str|Path='gguf')->LlamaConfig:
                        tie_word_embeddings='output.weight' not in names, attention_bias='blk.0.attn_q.bias' in names,
                        architecture=GGUF_ARCHS[arch], hf_extra=extra or None)
 
+# %% ../../nbs/04_convert.ipynb #a94cdcc9
 def gguf_tensor(t, cfg:LlamaConfig)->np.ndarray:
     "One GGUF tensor as float32 in this model's layout: dequantised, rows first, q/k of llama files un-permuted."
     from gguf.quants import dequantize
@@ -390,6 +391,7 @@ def _spm_model(reader, tokens:list, types:list)->bytes:
     ns.remove_extra_whitespaces, ns.escape_whitespaces = False, True
     return m.SerializeToString()
 
+# %% ../../nbs/04_convert.ipynb #36c10eb2
 def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf')->Path|None:
     """Rebuild the file's tokenizer from its vocabulary into `out_dir`: byte-level BPE files (`tokenizer.ggml.model` gpt2,
     pre-tokenizers of GGUF_PRE) as tokenizer.json, SentencePiece files (llama) as tokenizer.model; with
@@ -418,6 +420,7 @@ def gguf_tokenizer(reader, out_dir:str|Path, cfg:LlamaConfig, src:str|Path='gguf
     (out/'config.json').write_text(json.dumps(to_hf_config(cfg), indent=1))  # load_tokenizer reads eos_token_id from it
     return out
 
+# %% ../../nbs/04_convert.ipynb #9e5f59e1
 def convert_gguf_to_ms(src:str|Path, # a .gguf file
                        dst:str|Path, # output .ckpt or .safetensors (the tokenizer goes beside it, to `<dst stem>_tokenizer/`: `model_tokenizer/` for model.ckpt)
                        dtype:str='float32' # float32 or float16

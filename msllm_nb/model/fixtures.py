@@ -59,6 +59,7 @@ def build_smollm2_hf(out_dir:str|Path # cache folder for the dequantised HF mode
     "Dequantise SmolLM2's GGUF into a plain HF safetensors model + tokenizer (once; run through `run_reference`)."
     return build_hf_from_gguf(smollm2_gguf(), out_dir)
 
+# %% ../../nbs/04_fixtures.ipynb #5ac7e03e
 def build_hf_from_gguf(gguf:str|Path, # a .gguf file
                        out_dir:str|Path, # cache folder for the dequantised HF model
                        tokenizer:bool=True # also save the tokenizer transformers builds from the file's vocabulary
@@ -100,6 +101,7 @@ def _built(out_dir:Path)->bool:
     try: return json.loads((out_dir/'fixture.json').read_text())['version'] == FIXTURE_VERSION and (out_dir/'model.safetensors').exists()
     except (OSError, ValueError, KeyError): return False
 
+# %% ../../nbs/04_fixtures.ipynb #78d142c6
 def gguf_special_tokens(tok, # a transformers tokenizer read from `gguf`
                         gguf:str|Path)->dict:
     """Set `tok`'s BOS, EOS, unknown and padding tokens and its add-BOS/EOS flags to what the GGUF file says. transformers
@@ -183,6 +185,7 @@ def write_gguf_fixture(hf_dir:str|Path, # a tiny HF LLaMA (rows of 256: hidden a
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
 
+# %% ../../nbs/04_fixtures.ipynb #bb4570e2
 def _add_tokenizer(w, model:str, tokens:list, types:list, pre=None, merges=None, scores=None, space_prefix=None, **ids):
     "A tokenizer's metadata, as llama.cpp's converter writes it, into an open `gguf.GGUFWriter`."
     w.add_tokenizer_model(model); w.add_token_list(tokens); w.add_token_types(types)

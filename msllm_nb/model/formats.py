@@ -125,6 +125,7 @@ def save_ms_weights(items, # (name, np.ndarray) pairs — a generator is consume
     os.replace(tmp, path)  # atomic: a crash never leaves a half-written checkpoint under the final name
     cfg.to_yaml(path.with_suffix('.yaml'))
 
+# %% ../../nbs/04_1_formats.ipynb #30c4066e
 def _write_weights(tmp:Path, path:Path, items, cfg:LlamaConfig, shapes:dict|None):
     "The body of `save_ms_weights`: every tensor into `tmp`, in `path`'s format, then fsync."
     with open(tmp, 'wb') as f:
@@ -150,7 +151,6 @@ def _write_weights(tmp:Path, path:Path, items, cfg:LlamaConfig, shapes:dict|None
                 f.write(memoryview(np.ascontiguousarray(a)).cast('B'))
             if f.tell() != len(hb) + 8 + off: raise ValueError(f'{path}: tensors written do not fill the declared header')
         f.flush(); os.fsync(f.fileno())
-
 
 # %% ../../nbs/04_1_formats.ipynb #ff46de01
 _MS_TO_NP = {'Float32': np.float32, 'Float16': np.float16, 'Float64': np.float64, 'Int32': np.int32, 'Int64': np.int64,
@@ -190,6 +190,7 @@ def _ckpt_value(f, end:int)->tuple:
         else: _skip(f, k)
     return tag, dims, ttype, raw
 
+# %% ../../nbs/04_1_formats.ipynb #e72dcc18
 def iter_ckpt(path:str|Path)->Iterator[tuple[str, np.ndarray]]:
     """(name, array) of a MindSpore `.ckpt`, one tensor in memory at a time. The file is a protobuf `Checkpoint`; MindSpore's
     `load_checkpoint` parses all of it into memory first (about twice the file at its peak). A tensor MindSpore saved in
@@ -226,6 +227,7 @@ def load_ms_weights(path:str|Path)->dict:
     "Name → np.ndarray of a MindSpore checkpoint written as `.ckpt` or `.safetensors`."
     return dict(iter_ms_weights(path))
 
+# %% ../../nbs/04_1_formats.ipynb #c441c699
 def load_model(path:str|Path, # a .ckpt/.safetensors written by `convert_hf_to_ms` or training, with its .yaml beside it
                cfg:LlamaConfig|None=None # the config (default: the YAML beside the checkpoint)
               )->LlamaForCausalLM:
@@ -245,4 +247,3 @@ def load_model(path:str|Path, # a .ckpt/.safetensors written by `convert_hf_to_m
     if bad or params or extra:
         raise ValueError(f'{path}: does not fit its config: missing {list(params)[:5]}, unexpected {extra[:5]}, mismatched {bad[:5]}')
     return model
-

@@ -195,6 +195,7 @@ class Attention(nn.Cell):
         y = ops.matmul(att, v).swapaxes(1, 2).reshape(B, T, self.nh * self.hd)
         return self.wo(y), new_k, new_v
 
+# %% ../../nbs/04_0_model.ipynb #a0d81890
 class FeedForward(nn.Cell):
     "SwiGLU: w2(silu(w1 x) * w3 x)."
     def __init__(self, c:LlamaConfig):

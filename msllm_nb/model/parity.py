@@ -90,6 +90,7 @@ PROMPT_SHAPE = (2, 24)  # check_parity's default ids: 2 rows of 24 seeded random
 
 _REFERENCES = {}  # (HF folder and the state of its files, ids, n_gen) → the reference's outputs, computed once per process
 
+# %% ../../nbs/05_parity.ipynb #d0fe5ec8
 def _folder_state(d:Path)->tuple:
     "What the reference's outputs depend on in an HF folder: every file's name, size and modification time."
     return tuple(sorted((p.relative_to(d).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in d.rglob('*') if p.is_file()))

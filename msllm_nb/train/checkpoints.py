@@ -52,6 +52,7 @@ def _atomic_write(path:Path, text:str):
     with open(tmp, 'w') as f: f.write(text); f.flush(); os.fsync(f.fileno())
     os.replace(tmp, path)
 
+# %% ../../nbs/06_2_checkpoints.ipynb #79283168
 class Checkpoints:
     "Step-numbered checkpoint folders with CRCs, an atomically replaced `latest` pointer, and the last `keep` kept."
     def __init__(self, root:str|Path, keep:int=3, log=print):

@@ -57,6 +57,7 @@ def summary_writer(log_dir:str|Path, **kw):
     from tensorboardX import SummaryWriter
     return SummaryWriter(str(log_dir), **kw)
 
+# %% ../../nbs/06_3_metrics.ipynb #6f034653
 class MetricsLog:
     "Rank 0 writes metrics to the console, metrics.jsonl and TensorBoard event files; other ranks write nothing."
     def __init__(self, out_dir:str|Path, rank:int=0, console:bool=True, tensorboard:bool=True):
@@ -100,6 +101,7 @@ class MetricsLog:
 
 def _fmt(v): return f'{v:.4g}' if isinstance(v, float) else str(v)
 
+# %% ../../nbs/06_3_metrics.ipynb #5ec82c55
 def read_metrics(run_dir:str|Path, kind:str|None=None)->list[dict]:
     "Records of a run's metrics.jsonl (optionally of one kind: train, val, sample, event); a last line torn by a crash is left out."
     p = Path(run_dir)/'metrics.jsonl'
@@ -164,6 +166,7 @@ def top_operators(profile_dir:str|Path, # a MindSpore profiler output folder (it
     return {'ops': ops[:top], 'other_ops_share': sum(o['share'] for o in ops[top:]), 'phases': table(by_phase, 'phase'),
             'forward_modules': table(by_mod, 'module')[:top], 'op_ms_per_step': total / steps}
 
+# %% ../../nbs/06_3_metrics.ipynb #81c31d28
 def start_profiler(out_dir:str|Path # profiler output folder (emptied first)
                   )->ms.Profiler:
     "Start MindSpore's profiler: host operators on CPU, and device kernels on GPU/Ascend."

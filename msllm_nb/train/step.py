@@ -92,6 +92,7 @@ def group_allreduce(group:str|None=None)->ops.AllReduce:
     "A sum over the ranks of `group`, or of every rank (None: MindSpore's default, the world group; 06·4 makes the groups)."
     return ops.AllReduce(ops.ReduceOp.SUM, group) if group else ops.AllReduce()
 
+# %% ../../nbs/06_0_step.ipynb #6e45bbd3
 class GradApply(nn.Cell):
     """What every step does with its gradients: all-reduce mean over ranks (gradients and loss), with loss scaling
     unscale and check them, clip by the global norm, update (skipped on a non-finite gradient when asked). Returns a
@@ -121,6 +122,7 @@ class GradApply(nn.Cell):
         if self.scaler is not None: loss = ops.depend(loss, self.scaler.adjust(finite))
         return loss, norm, finite, scale
 
+# %% ../../nbs/06_0_step.ipynb #673079f8
 class TrainStep(nn.Cell):
     "The one step cell: loss and gradients (of loss × scale with a loss scaler), then `GradApply`; returns a `StepResult`'s four tensors."
     def __init__(self, loss_cell:nn.Cell,

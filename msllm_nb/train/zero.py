@@ -222,6 +222,7 @@ def shard_slice(a:np.ndarray, rank:int, world:int)->np.ndarray:
     flat = np.concatenate([a.reshape(-1), np.zeros(k * world - a.size, a.dtype)])
     return flat[rank * k:(rank + 1) * k].copy()
 
+# %% ../../nbs/07_zero.ipynb #fe46d960
 class ShardedAdamW(nn.Cell):
     "ZeRO-1 update: AdamWeightDecay state for this rank's 1/N slice of every parameter; the updated slices are all-gathered."
     def __init__(self, weights:list, # the full parameters, decayed ones first (see `ordered_weights`)
@@ -263,6 +264,7 @@ def ordered_weights(model:nn.Cell)->tuple[list, int]:
     decay, no_decay = ts.decay_groups(model.trainable_params())
     return decay + no_decay, len(decay)
 
+# %% ../../nbs/07_zero.ipynb #031cb372
 def make_update(model:nn.Cell, cfg:tc.TrainConfig, zero:int=0, rank:int=0, world:int=1, group:str|None=None)->tuple[list, nn.Cell]:
     "(weights, update cell): train_llm's AdamWeightDecay (zero=0), or its ZeRO-1 sharded form (zero=1)."
     if zero == 0:
@@ -328,6 +330,7 @@ def shard_optimizer_state(full:dict, # a plain optimizer state plus the model we
         else: out[f'zero.{k}'] = shard_slice(v, rank, world)
     return out
 
+# %% ../../nbs/07_zero.ipynb #e8fc2242
 def load_step_state(step_cell:nn.Cell, model:nn.Cell, d:str|Path, zero:int=0, rank:int=0, world:int=1,
                     scaler=None, # fp16: the step's DynamicLossScaler, given the checkpoint's loss scale back
                     meta:dict|None=None # the checkpoint's meta.json (holds the loss scale)
