@@ -3,12 +3,13 @@ exit 2 for usage and config mistakes, no traceback, nothing written. And every c
 one of the project's commands finds it through the running interpreter, never through the caller's PATH.
 
 The flag fuzz reads each console script's parser: a number flag must declare its bounds (`cli.Bounds`), and each value
-its bounds refuse is tried. The subprocess cases run the installed commands as a newcomer would, on inputs of our own.
+its bounds refuse is tried. The wrong-input cases run the installed commands on inputs of our own, each command at least once as a newcomer would.
 """
 import configparser, contextlib, importlib, io, json, re, subprocess, sys
 from pathlib import Path
 import pytest
 from msllm_nb.core.cli import parser_of
+from train_helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -122,13 +123,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize('name,argv,code,names', CASES, ids=[' '.join([c[0], *c[1]]) for c in CASES])
-def test_a_wrong_input_gets_one_line_and_writes_nothing(tmp_path, name, argv, code, names):
+# Each command's first case runs as a real process in a newcomer's environment (what the C++ side prints included); its
+# other cases run in this process (`run_in_process`: the same console script, without ~3-15 s of start-up and imports each).
+IN_PROCESS = {i for i, c in enumerate(CASES) if any(d[0] == c[0] for d in CASES[:i])}
+
+
+@pytest.mark.parametrize('name,argv,code,names,in_process', [(*c, i in IN_PROCESS) for i, c in enumerate(CASES)],
+                         ids=[' '.join([c[0], *c[1]]) for c in CASES])
+def test_a_wrong_input_gets_one_line_and_writes_nothing(tmp_path, name, argv, code, names, in_process):
     (tmp_path / 'corpus.txt').write_text('one line of text\nanother line\n', encoding='utf-8')
     (tmp_path / 'broken.yaml').write_text('steps: 10\nmodel: {preset: tiny\n', encoding='utf-8')
     (tmp_path / 'chats.jsonl').write_text(json.dumps({'messages': [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'hello'}]}) + '\n')
     before = sorted(p.name for p in tmp_path.iterdir())
-    r = run(name, argv, tmp_path)
+    r = run_in_process(name, *argv, cwd=tmp_path) if in_process else run(name, argv, tmp_path)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode == code, f'exit {r.returncode}: {r.stderr[-1500:]}'
     assert 'Traceback' not in r.stderr + r.stdout, r.stderr[-3000:]
@@ -138,6 +145,7 @@ def test_a_wrong_input_gets_one_line_and_writes_nothing(tmp_path, name, argv, co
 
 def test_every_command_has_a_case():
     assert {c[0] for c in CASES} == set(SCRIPTS)
+    assert {c[0] for i, c in enumerate(CASES) if i not in IN_PROCESS} == set(SCRIPTS)  # each one at least once as a real process
 
 
 # Where the project starts one of its own commands: a list whose first item is a bare command name, or `which(name)`.

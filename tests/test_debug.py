@@ -2,6 +2,7 @@
 notebook does not use: diverged ranks, a NaN from the command line, unreadable folders), and `msllm-commcheck` under
 a plain mpirun and with an unreachable scheduler."""
 import json, math, sys
+from pathlib import Path
 import pytest
 from train_helpers import BIN, run, launch_report
 import msllm_nb.train_llm as tl
@@ -29,14 +30,17 @@ def test_healthy_runs_have_no_findings(reference, msrun_dp):
     assert code == 0 and json.loads(out) == []
 
 
-@pytest.mark.slow
-def test_the_readmes_tiny_run_with_samples_comes_out_clean(tokens, tmp_path):
-    "README: `train_llm --config tiny --set token_dir=... steps=200` (it samples at the end): doctor finds nothing."
-    r = run([BIN / 'train_llm', '--config', 'tiny', '--set', f'token_dir={tokens}', 'steps=200', f'out_dir={tmp_path}', 'progress=false'])
+def test_the_readmes_one_process_command_checks_out(tokens, tmp_path):
+    """README's one-process command (`train_llm --config tiny --set token_dir=... steps=200`), read from README.md, on the
+    bundled sample: `--check` finds the config and the data sound and writes nothing. A healthy run that samples as it
+    trains, doctored with no findings, is chapter 08's `samples` run (the main job runs it)."""
+    line = next(l for l in (Path(__file__).parents[1] / 'README.md').read_text(encoding='utf-8').splitlines() if l.startswith('train_llm --config tiny'))
+    argv = [f'token_dir={tokens}' if a.startswith('token_dir=') else a for a in line.split('#')[0].split()[1:]]
+    r = run([BIN / 'train_llm', *argv, f'out_dir={tmp_path / "run"}', '--check'])
     assert r.returncode == 0, r.stderr[-2000:]
-    assert len(tl.read_metrics(tmp_path, 'sample')) == 2  # the two default prompts, greedy
-    code, out, err = doctor(tmp_path)
-    assert code == 0 and 'no findings' in out, out + err
+    checked = json.loads(r.stdout)
+    assert (checked['config']['steps'], checked['config']['sample_prompts'], checked['model']['num_hidden_layers']) == (200, ['The', '今天'], 4)
+    assert not (tmp_path / 'run').exists()  # a check writes nothing
 
 
 def test_lr_typo_stops_the_run_and_is_found(tokens, tmp_path):

@@ -2,7 +2,6 @@
 LoRA runs (adapters-only checkpoints, the merged model, 2 msrun ranks, kill -9 and a bitwise resume), and `msllm-sft` on a conversation
 file that no other test uses."""
 import json, random, signal, subprocess, time
-import yaml
 from pathlib import Path
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import msllm_nb.sft.finetune as S
 import msllm_nb.model.llama as msm
 import msllm_nb.train_llm as tl
 from msllm_nb.model.formats import save_ms_weights, load_ms_weights
-from train_helpers import BIN, run, launch_report
+from train_helpers import BIN, run, launch_report, run_in_process
 
 STEPS = 8
 
@@ -138,7 +137,7 @@ def test_doctor_reads_an_sft_run(sft_reference):
 
 
 def test_msllm_sft_on_a_new_users_file(tmp_path):
-    "A conversation file in the common shape with the usual damage: usable lines packed, the rest counted by line."
+    "A conversation file in the common shape with the usual damage: usable lines packed, the rest counted by line (the console script run in this process; chapter 10 runs it as a process of its own)."
     f = tmp_path / 'chats.jsonl'
     good = {'messages': [{'role': 'system', 'content': 'You translate.'}, {'role': 'user', 'content': 'Bonjour ?'},
                          {'role': 'assistant', 'content': 'Hello?'}, {'role': 'user', 'content': '谢谢'}, {'role': 'assistant', 'content': 'Thank you.'}]}
@@ -146,44 +145,15 @@ def test_msllm_sft_on_a_new_users_file(tmp_path):
                             json.dumps({'messages': [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': None}]}),
                             json.dumps({'conversations': [{'from': 'human', 'value': 'sharegpt shape'}]}),
                             '{"messages": [{"role": "user"', json.dumps(good, ensure_ascii=False)]) + '\n', encoding='utf-8')
-    r = run([BIN / 'msllm-sft', f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--out_dir', tmp_path / 'out', '--seq_len', '64'])
+    r = run_in_process('msllm-sft', f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--out_dir', tmp_path / 'out', '--seq_len', '64')
     assert r.returncode == 0, r.stderr
     meta = json.loads((tmp_path / 'out' / 'meta.json').read_text())
     assert meta['conversations'] == 2 and meta['dropped'] == {'non_string_content': 1, 'no_messages': 1, 'bad_json': 1}
     assert f'{f}:3' in r.stdout and f'{f}:4' in r.stdout and f'{f}:5' in r.stdout
     win = np.load(tmp_path / 'out' / 'windows.npy')
     assert win.shape[1:] == (4, 64) and (win[:, 1] != -100).sum() == meta['answer_tokens']
-    r = run([BIN / 'msllm-sft', f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--seq_len', '16'])
+    r = run_in_process('msllm-sft', f, '--tokenizer', tl.sample_tokens() / 'tokenizer.model', '--seq_len', '16')
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()] and 'too_long' in r.stderr, r.stderr
-
-
-@pytest.mark.slow
-def test_the_sft_smollm2_config_trains_smollm2_as_its_header_says(tmp_path):
-    "configs/sft_smollm2.yaml, prepared with the two commands its header gives (SmolLM2 converted; the instruction set rendered with its template)."
-    from msllm_nb.core.procs import run_reference
-    import msllm_nb.model.fixtures as mfx
-    hf = run_reference(mfx.build_smollm2_hf, str(mfx.fixture_dir() / 'smollm2-135m-instruct'))
-    S.build_instructions([tl.sample_tokens().parent / 'clean'], tmp_path / 'instr')
-    r = run([BIN / 'msllm-convert', hf, tmp_path / 'smollm2' / 'model.ckpt'])
-    assert r.returncode == 0, r.stderr[-2000:]
-    chats = tmp_path / 'chats.jsonl'  # 1,000 of the 7,679 training conversations (rendering and tokenizing all of them took 25 s)
-    chats.write_text(''.join((tmp_path / 'instr' / 'train.jsonl').read_text(encoding='utf-8').splitlines(keepends=True)[:1000]), encoding='utf-8')
-    r = run([BIN / 'msllm-sft', chats, '--tokenizer', hf, '--seq_len', '128', '--out_dir', tmp_path / 'data'])
-    assert r.returncode == 0, r.stderr[-2000:]
-    text = (Path(tl.__file__).parent / 'configs' / 'sft_smollm2.yaml').read_text()
-    tried = next(l for l in text.splitlines() if 'train_llm --config sft_smollm2 --set' in l).split('--set', 1)[1].split()  # the header's CPU try
-    out = tmp_path / 'run'
-    r = run([BIN / 'train_llm', '--config', 'sft_smollm2', '--set', f'init_from={tmp_path / "smollm2" / "model.ckpt"}', f'token_dir={tmp_path / "data"}',
-             f'out_dir={out}', *tried, 'val_windows=2', 'progress=false'])
-    assert r.returncode == 0, r.stderr[-3000:]
-    steps = int(dict(a.split('=') for a in tried)['steps'])
-    cfg, meta = yaml.safe_load(text), json.loads((out / 'checkpoints' / f'step_{steps:08d}' / 'meta.json').read_text())['config']
-    assert {k: meta[k] for k in ('lr', 'min_lr', 'weight_decay', 'grad_clip')} == {k: cfg[k] for k in ('lr', 'min_lr', 'weight_decay', 'grad_clip')}
-    ck = msm.LlamaConfig.from_yaml(out / 'checkpoints' / f'step_{steps:08d}' / 'model.yaml')
-    assert (ck.vocab_size, ck.num_hidden_layers) == (49152, 30)  # SmolLM2's own shape, from init_from
-    val = [v['loss'] for v in tl.read_metrics(out, 'val')]
-    assert len(val) == 2 and all(np.isfinite(val)) and sorted(r['step'] for r in tl.read_metrics(out, 'train')) == list(range(1, steps + 1))
-    print(f"SmolLM2 SFT on 2 CPU cores: {[round(r['step_s'], 1) for r in tl.read_metrics(out, 'train')]} s per step; validation loss {val}")
 
 
 # ---- msllm-sft on bad input: one line naming the flag or file, exit 2, nothing written (in this process: fast)

@@ -10,7 +10,7 @@ import msllm_nb.model.llama as msm
 import msllm_nb.model.formats as msf
 import msllm_nb.train_llm as tl
 import msllm_nb.train.zero as z
-from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step, launch_report
+from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step, launch_report, run_in_process
 
 
 # ---- the estimator (no compute)
@@ -80,25 +80,26 @@ def test_comm_volume():
 
 
 def test_memory_cli(tmp_path):
+    "The first case as a real process (what a user starts); the others run the same console script in this process."
     r = run([BIN / 'msllm-memory', '--config', 'llama_7b', '--devices', '8', '--device_gb', '64', '--json_out'])
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out['seq_len'] == 4096 and out['gb_per_device']['DP']['total'] > out['gb_per_device']['ZeRO-1']['total']
     assert out['advice']['layout'].startswith('DP×8')
-    r = run([BIN / 'msllm-memory', '--config', 'tiny', '--devices', '1', '--device_gb', '16'])
+    r = run_in_process('msllm-memory', '--config', 'tiny', '--devices', '1', '--device_gb', '16')
     assert r.returncode == 0 and 'recommended on 1 × 16 GB' in r.stdout and 'ZeRO-1' not in r.stdout
-    r = run([BIN / 'msllm-memory', '--config', 'tiny', '--devices', '2', '--cpu', '--json_out'])
+    r = run_in_process('msllm-memory', '--config', 'tiny', '--devices', '2', '--cpu', '--json_out')
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out['backend'] == 'cpu' and out['precision'] == 'fp32' and out['advice'] is None
     assert out['gb_per_device']['DP']['runtime'] > 0 and out['gb_per_device']['ZeRO-1']['optimizer'] < out['gb_per_device']['DP']['optimizer']
-    r = run([BIN / 'msllm-memory', '--config', tmp_path / 'nope.yaml'])
+    r = run_in_process('msllm-memory', '--config', tmp_path / 'nope.yaml')
     assert r.returncode == 2 and 'nope.yaml: no such file' in r.stderr
-    r = run([BIN / 'msllm-memory', '--interconnect', 'carrier-pigeon'])
+    r = run_in_process('msllm-memory', '--interconnect', 'carrier-pigeon')
     assert r.returncode == 2 and 'interconnect' in r.stderr
     for bad, msg in ((['--devices', '0'], "argument --devices: '0': expected a whole number ≥ 1 (--help lists the flags)"),
                      (['--device_gb', 'inf'], "argument --device_gb: 'inf': expected a finite number > 0 (--help lists the flags)"),
                      (['--precision', 'bf17'], "--precision must be fp32, fp16 or bf16, got 'bf17'")):
-        r = run([BIN / 'msllm-memory', *bad])
+        r = run_in_process('msllm-memory', *bad)
         assert r.returncode == 2 and r.stderr.strip() == f'msllm-memory: {msg}', r.stderr[-1500:]  # one line, no traceback
 
 
