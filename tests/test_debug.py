@@ -38,8 +38,9 @@ def test_the_readmes_one_process_command_checks_out(tokens, tmp_path):
     argv = [f'token_dir={tokens}' if a.startswith('token_dir=') else a for a in line.split('#')[0].split()[1:]]
     r = run([BIN / 'train_llm', *argv, f'out_dir={tmp_path / "run"}', '--check'])
     assert r.returncode == 0, r.stderr[-2000:]
-    checked = json.loads(r.stdout)
-    assert (checked['config']['steps'], checked['config']['sample_prompts'], checked['model']['num_hidden_layers']) == (200, ['The', '今天'], 4)
+    checked, readme_set = json.loads(r.stdout), dict(a.split('=', 1) for a in argv if '=' in a)
+    assert checked['config']['token_dir'] == str(tokens) and checked['config']['steps'] == int(readme_set['steps']), checked['config']
+    assert (checked['config']['sample_prompts'], checked['model']['num_hidden_layers']) == (['The', '今天'], 4)  # the tiny config's defaults
     assert not (tmp_path / 'run').exists()  # a check writes nothing
 
 
