@@ -22,7 +22,8 @@ def requests(tok_path):
     "(None, context ids, continuation ids) requests of the course's tasks, tokenized once (the same lists go to both sides)."
     import json
     from msllm_nb.corpus.bpe import load_tokenizer
-    from msllm_nb.eval.harness import build_tasks, heldout_documents
+    from msllm_nb.eval.lm import heldout_documents
+    from msllm_nb.eval.tasks import build_tasks
     from msllm_nb.corpus.shards import sample_tokens
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
     tok, clean = load_tokenizer(tok_path), sample_tokens().parent / 'clean'
@@ -51,7 +52,7 @@ def ms_side(hf_dir, reqs):
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE)
-    from msllm_nb.eval.harness import MsllmLM
+    from msllm_nb.eval.lm import MsllmLM
     return timed(MsllmLM(hf_dir, batch_size=BATCH, max_length=MAX_LEN, bucket=128), reqs)
 
 
@@ -60,7 +61,7 @@ def ms_modes(hf_dir, mode):
     os.environ.setdefault('GLOG_v', '3')
     import mindspore as ms
     ms.set_device('CPU'); ms.set_context(mode=ms.GRAPH_MODE if mode == 'graph' else ms.PYNATIVE_MODE)
-    from msllm_nb.eval.harness import MsllmLM, _logprobs
+    from msllm_nb.eval.lm import MsllmLM, _logprobs
     lm, out = MsllmLM(hf_dir, batch_size=BATCH, max_length=MAX_LEN, bucket=128), {}
     rss = lambda: int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 2**20
     for L in (128, 256):

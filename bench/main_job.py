@@ -66,13 +66,13 @@ def check(out, summary, report, terminal, clone=ROOT):
     need((out / '06_train_dp' / 'msrun2' / 'summary.json').exists(), '06: the msrun2 run finished')
     need((out / '07_zero' / 'zero2' / 'summary.json').exists(), '07: the ZeRO-1 run finished')
     need({'healthy', 'lr_typo', 'unshifted', 'frozen_embedding', 'slow_data'} <= {p.name for p in (out / '08_debug').iterdir()}, '08: every injected failure ran')
-    need(json.loads((out / '08_debug' / 'commcheck.json').read_text())['world'] == 2, '08: commcheck on 2 ranks')
+    need(json.loads((out / '08_0_comm' / 'commcheck.json').read_text())['world'] == 2, '08·0: commcheck on 2 ranks')
     need(report.startswith('# Roadmap report\n\nWhat the tiny model learned'), "the report opens with chapter 09's table")
     need('SmolLM2-135M before and after' in report, "09: SmolLM2's continued pretraining in the report")
     need((out / '10_sft' / 'sft' / 'summary.json').exists(), '10: the SFT run finished')
     need(not list(out.rglob('checkpoints/step_*')) and summary['06_train_dp'].get('checkpoints_mb', 0) > 0,
          "the chapters' checkpoints deleted as each ended (the disk the job needs is one chapter's)")
-    need(summary['08_debug']['skipped_cells'] == [] and summary['06_train_dp']['skipped_cells'] == [], 'cluster cells ran')
+    need(summary['08_0_comm']['skipped_cells'] == [] and summary['06_train_dp']['skipped_cells'] == [], 'cluster cells ran')
     return bad + C.roadmap_problems(out, terminal)
 
 

@@ -219,7 +219,7 @@ class Run:
     peak: dict  # `job_peak`: the job's peak FLOP/s for MFU ('peak_flops') and where it came from
     barrier: nn.Cell | None = None  # ZeRO-1 on several ranks: shards are written before rank 0 writes the manifest
     console: bool = True  # print records (every `log_every` steps) besides writing them
-    evaluator: object = None  # chapter 09's `TrainingEval` when `eval_every` is set (rank 0): harness tasks on the model being trained
+    evaluator: object = None  # chapter 09·1's `TrainingEval` when `eval_every` is set (rank 0): harness tasks on the model being trained
     labels: object = None  # `label_reader` of the data folder: where its batches keep their labels
     @property
     def out(self)->Path: return Path(self.cfg.out_dir)
@@ -271,7 +271,7 @@ def build_model(cfg:TrainConfig, mc:msm.LlamaConfig)->nn.Cell:
     return model
 
 def training_eval(cfg:TrainConfig, model:nn.Cell, tmeta:dict):
-    "The `harness` evaluation plugin (06·6: chapter 09's `TrainingEval`) for `eval_every`: loaded only when asked for."
+    "The `harness` evaluation plugin (06·6: chapter 09·1's `TrainingEval`) for `eval_every`: loaded only when asked for."
     make = plugin('eval', 'harness', 'eval_every')
     if not tmeta.get('tokenizer'): raise ValueError(f'eval_every: {cfg.token_dir}/meta.json names no tokenizer to evaluate with')
     return make(model, tmeta['tokenizer'], cfg.eval_tasks, cfg.eval_task_dir, cfg.eval_limit, cfg.out_dir)

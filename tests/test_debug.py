@@ -4,7 +4,7 @@ a plain mpirun and with an unreachable scheduler."""
 import json, math, sys
 from pathlib import Path
 import pytest
-from train_helpers import BIN, run, launch_report
+from train_helpers import BIN, run, launch_report, launched
 import msllm_nb.train_llm as tl
 
 ROOT_OK = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}  # CI runs as root
@@ -115,9 +115,8 @@ def test_a_single_batch_spike_is_a_warning_with_a_checkpoint_before_it(tmp_path)
 
 @pytest.mark.cluster
 def test_unsynchronised_ranks_are_found(tokens, tmp_path):
-    r = run([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
-             '--join=True', tl.__file__, *small(tokens, tmp_path, 'sync_grads=false')], timeout=600)
-    assert r.returncode == 0, launch_report(r, tmp_path / 'logs')
+    launched([BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
+              '--join=True', tl.__file__, *small(tokens, tmp_path, 'sync_grads=false')], tmp_path, 2, timeout=600)
     code, out, _ = doctor(tmp_path)
     assert code == 1 and 'ranks_diverged' in out and '2 ranks end with 2 different parameter digests' in out, out
 

@@ -68,7 +68,7 @@ def test_bad_input_is_one_line_and_exit_2(trained, tmp_path):
 
 
 def test_the_harness_model_refuses_a_batch_size_below_one(trained):
-    from msllm_nb.eval.harness import MsllmLM
+    from msllm_nb.eval.lm import MsllmLM
     with pytest.raises(ValueError, match='batch_size 0: must be at least 1'):
         MsllmLM(str(trained / 'run'), batch_size=0)  # the harness's --model_args batch_size=0, or its --batch_size 0
 
@@ -80,7 +80,7 @@ def test_the_harness_cli_names_a_bad_model_arg_in_one_line(trained):
         p = run([BIN / 'msllm-lm-eval', '--model', 'msllm', '--model_args', margs, *tasks])
         err = p.stderr.strip().splitlines()  # checked before the harness logs a line
         assert p.returncode == 2 and len(err) == 1 and err[0].startswith('msllm-lm-eval: ') and says in err[0], (margs, p.stderr[-1500:])
-    from msllm_nb.eval.harness import MsllmLM, ModelArgsError
+    from msllm_nb.eval.lm import MsllmLM, ModelArgsError
     lm = MsllmLM.create_from_arg_string(f'ckpt={trained / "run"},batch_size=4', {'batch_size': 1, 'device': 'cpu'})
     assert lm.batch_size == 4  # --model_args' batch_size wins over the --batch_size the harness always passes (it said: multiple values)
     for margs, says in [(f'ckpt={trained / "run"},batch_size=abc', "batch_size 'abc'"), (f'ckpt={trained / "run"},max_length=0', 'max_length=0')]:
@@ -125,7 +125,7 @@ def test_chapter_09_runs_console_scripts_through_the_interpreter():
 @pytest.fixture(scope='session')
 def course_tasks(tmp_path_factory):
     "The course's harness tasks, built small from the bundled corpus (no model needed)."
-    from msllm_nb.eval.harness import build_tasks
+    from msllm_nb.eval.tasks import build_tasks
     from msllm_nb.corpus.shards import sample_tokens
     d = tmp_path_factory.mktemp('course_tasks')
     build_tasks([sample_tokens().parent / 'clean'], d, n=20, bpb_docs=4)
@@ -243,7 +243,7 @@ def test_a_task_failing_while_scoring_keeps_the_scores_before_it(trained, course
 
 
 def test_a_tokenizer_travels_beside_its_checkpoint(tmp_path):
-    from msllm_nb.eval.harness import _resolve
+    from msllm_nb.eval.lm import _resolve
     def ckpt(d, name='model.ckpt'):
         d.mkdir(parents=True, exist_ok=True); (d / name).write_bytes(b''); return d / name
     a = ckpt(tmp_path / 'gguf'); (tmp_path / 'gguf' / 'model_tokenizer').mkdir()  # msllm-convert model.gguf gguf/model.ckpt
@@ -264,7 +264,8 @@ def test_a_tokenizer_travels_beside_its_checkpoint(tmp_path):
 def test_a_lora_adapter_checkpoint_points_to_merged(tmp_path, capsys):
     import msllm_nb.model.llama as msm
     from msllm_nb.model.formats import save_ms_weights
-    from msllm_nb.eval.harness import eval_cli, load_eval_model
+    from msllm_nb.eval.harness import eval_cli
+    from msllm_nb.eval.lm import load_eval_model
     from msllm_nb.corpus.shards import sample_tokens
     cfg = msm.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32)
     run_dir = tmp_path / 'lora_run'
@@ -276,7 +277,7 @@ def test_a_lora_adapter_checkpoint_points_to_merged(tmp_path, capsys):
     (step / 'meta.json').write_text(json.dumps({'config': {'lora_rank': 4, 'token_dir': str(sample_tokens())}}))
     merged = run_dir / 'merged'; merged.mkdir(); (merged / 'model.ckpt').write_bytes(b'')
     (merged / 'meta.json').write_text((step / 'meta.json').read_text())  # the last step's meta.json, lora_rank and all
-    from msllm_nb.eval.harness import _resolve
+    from msllm_nb.eval.lm import _resolve
     assert _resolve(run_dir)[0] == merged / 'model.ckpt'  # the run folder: its merged model, which is no adapter
     for given in (run_dir / 'checkpoints', step, step / 'model.ckpt'):  # known by its meta.json, before anything is read
         with pytest.raises(SystemExit) as e: eval_cli(model=str(given), tasks='none')
@@ -286,7 +287,7 @@ def test_a_lora_adapter_checkpoint_points_to_merged(tmp_path, capsys):
 
 def test_results_are_filed_under_the_checkpoint_name_and_git_stays_quiet(trained, course_tasks, tmp_path):
     "From a folder outside any git checkout: no 'fatal: not a git repository'; results under <run>__<step>, not a random name."
-    from msllm_nb.eval.harness import result_name
+    from msllm_nb.eval.lm import result_name
     assert result_name(trained / 'run') == f'run/step_{STEPS:08d}' and result_name(tmp_path / 'x.ckpt') == 'x.ckpt'
     p = run([BIN / LM_EVAL, '--model', 'msllm', '--model_args', f'ckpt={trained / "run"}', '--batch_size', '4', '--tasks', 'msllm_cont_en',
              '--include_path', course_tasks, '--limit', '3', '--output_path', tmp_path / 'h'], cwd=tmp_path)

@@ -28,9 +28,9 @@ LAYERS = {'core': ['core.cli', 'core.procs', 'core.env'],
           'model': ['model.llama', 'model.formats', 'model.convert', 'model.fixtures', 'model.parity'],
           'train': ['train.config', 'train.step', 'train.plugins', 'train.launch', 'train.checkpoints', 'train.metrics',
                     'train.batches', 'train.zero'],
-          'eval and sft': ['eval.harness', 'sft.finetune'],  # plugged in through `train.plugins`
+          'eval and sft': ['eval.lm', 'eval.tasks', 'eval.harness', 'sft.finetune'],  # plugged in through `train.plugins`
           'the loop': [LOOP],  # the loop and its script
-          'diagnosis': ['debug.doctor'],
+          'diagnosis': ['debug.commcheck', 'debug.doctor'],
           'course': ['course.ledger', 'course.runner']}  # the course tooling: beside the library, never below it
 ORDER = [m for ms in LAYERS.values() for m in ms]
 PLUGGED_IN = set(LAYERS['eval and sft'])  # entered only through the registry: imported by no library module but each other

@@ -9,7 +9,7 @@ import msllm_nb.sft.finetune as S
 import msllm_nb.model.llama as msm
 import msllm_nb.train_llm as tl
 from msllm_nb.model.formats import save_ms_weights, load_ms_weights
-from train_helpers import BIN, run, launch_report, run_in_process
+from train_helpers import BIN, run, launched, run_in_process
 
 STEPS = 8
 
@@ -61,8 +61,7 @@ def test_sft_msrun_two_ranks_accumulating_equal_one_process(sft_data, sft_refere
     "2 ranks, each accumulating 2 micro-batches of 1 window, train as one process with the whole batch of 4."
     cmd = [BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
            '--join=True', tl.__file__, *sft_args(sft_data, tmp_path, 'accum_steps=2', batch=2)]
-    r = run(cmd, timeout=900)
-    assert r.returncode == 0, launch_report(r, tmp_path / 'logs')
+    launched(cmd, tmp_path, 2)
     ref, got = records(sft_reference), records(tmp_path)
     assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)  # the same packed windows in every global batch
     assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4
@@ -97,7 +96,7 @@ def test_lora_run_keeps_adapters_and_writes_the_merged_model(sft_data, lora_refe
     assert merged.keys() == base.keys()  # the plain model's names: convertible and loadable as any checkpoint
     changed = {k for k in base if not np.array_equal(base[k], merged[k])}
     assert changed and all(k.rsplit('.', 2)[-2] in S.LORA_TARGETS for k in changed), sorted(changed)[:4]  # only the adapted projections moved
-    from msllm_nb.eval.harness import _resolve  # msllm-eval RUN_DIR of a LoRA run scores its merged model, with the run's tokenizer
+    from msllm_nb.eval.lm import _resolve  # msllm-eval RUN_DIR of a LoRA run scores its merged model, with the run's tokenizer
     ckpt, tok = _resolve(lora_reference)
     assert ckpt == Path(lora_reference) / 'merged' / 'model.ckpt' and tok is not None and Path(tok).exists(), (ckpt, tok)
 
@@ -107,8 +106,7 @@ def test_lora_msrun_two_ranks_equal_one_process(sft_data, lora_reference, tmp_pa
     "LoRA under data parallelism: 2 msrun ranks of 2 windows each train the adapters as one process with the batch of 4, and write the same merged model."
     cmd = [BIN / 'msrun', '--worker_num=2', '--local_worker_num=2', f'--master_port={tl.free_port()}', f'--log_dir={tmp_path}/logs',
            '--join=True', tl.__file__, *sft_args(sft_data, tmp_path, 'lora_rank=4', 'lora_alpha=8', batch=2)]
-    r = run(cmd, timeout=900)
-    assert r.returncode == 0, launch_report(r, tmp_path / 'logs')
+    launched(cmd, tmp_path, 2)
     ref, got = records(lora_reference), records(tmp_path)
     assert ref.keys() == got.keys() and all(ref[s][1] == got[s][1] for s in ref)
     assert max(abs(ref[s][0] - got[s][0]) for s in ref) < 1e-4

@@ -11,7 +11,7 @@ import pytest
 import msllm_nb.train_llm as tl
 
 from train_helpers import (BIN, STEPS, args, run, run_in_process, train_records, final_weights, check_dp, one_record_per_step, quick, one_line_error,
-                           strict_json, sft_folder, digests, msrun, launch_report)
+                           strict_json, sft_folder, digests, msrun, launched)
 
 
 # ---- entry points and errors before compute
@@ -231,9 +231,8 @@ def test_msrun_two_ranks_equal_one_process(msrun_dp, reference):
 @pytest.mark.cluster
 def test_mpirun_two_ranks_equal_one_process(tokens, reference, tmp_path):
     root_ok = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}  # CI runs as root
-    r = run([BIN / 'mpirun', '-n', '2', '--oversubscribe', sys.executable, tl.__file__,
-             *args(tokens, tmp_path, f'sched_port={tl.free_port()}', batch=4)], timeout=900, extra_env=root_ok)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    launched([BIN / 'mpirun', '-n', '2', '--oversubscribe', sys.executable, tl.__file__,
+              *args(tokens, tmp_path, f'sched_port={tl.free_port()}', batch=4)], tmp_path, 2, env=root_ok)
     check_dp(tmp_path, reference)
 
 
@@ -386,14 +385,12 @@ def test_resume_of_a_finished_run_writes_what_was_missing(tokens, reference, tmp
 
 
 @pytest.mark.cluster
-@pytest.mark.cluster
 def test_mesh_of_2_data_ranks_by_2_replicas_equals_2_rank_dp_bitwise(tokens, msrun_dp, tmp_path):
     "4 ranks as Mesh(dp=2, tp=2) with replicas in the tp groups: each replica pair computes what 2 ranks of data parallel compute, bit for bit."
     out = tmp_path / 'mesh'
     cmd = [BIN / 'msrun', '--worker_num=4', '--local_worker_num=4', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
            '--join=True', tl.__file__, *args(tokens, out, 'replicas=2', batch=4)]
-    r = run(cmd, timeout=900)
-    assert r.returncode == 0, launch_report(r, out / 'logs')
+    launched(cmd, out, 4)
     assert json.loads((out / 'summary.json').read_text())['mesh'] == {'dp': 2, 'tp': 2, 'pp': 1}
     assert train_records(out) == train_records(msrun_dp)  # every step's loss and global batch, exactly
     w, ref = final_weights(out), final_weights(msrun_dp)

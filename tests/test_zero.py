@@ -10,7 +10,7 @@ import msllm_nb.model.llama as msm
 import msllm_nb.model.formats as msf
 import msllm_nb.train_llm as tl
 import msllm_nb.train.zero as z
-from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step, launch_report, run_in_process
+from train_helpers import BIN, STEPS, args, run, msrun, msrun_cmd, train_records, digests, check_dp, one_record_per_step, launched, run_in_process
 
 
 # ---- the estimator (no compute)
@@ -149,9 +149,8 @@ def test_zero1_over_a_meshs_data_parallel_groups_equals_2_rank_zero1(tokens, zer
     """4 ranks as 2 data-parallel ranks × 2 replicas: ZeRO-1 shards over each data-parallel group (its all-gather built from
     all-reduce, 06·4) and computes, and saves, exactly what 2 ranks of ZeRO-1 do."""
     out = tmp_path / 'mesh_zero'
-    r = run([BIN / 'msrun', '--worker_num=4', '--local_worker_num=4', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
-             '--join=True', tl.__file__, *args(tokens, out, 'zero=1', 'replicas=2', batch=4)], timeout=900)
-    assert r.returncode == 0, launch_report(r, out / 'logs')
+    launched([BIN / 'msrun', '--worker_num=4', '--local_worker_num=4', f'--master_port={tl.free_port()}', f'--log_dir={out}/logs',
+              '--join=True', tl.__file__, *args(tokens, out, 'zero=1', 'replicas=2', batch=4)], out, 4)
     assert train_records(out) == train_records(zero_run)
     assert set(digests(out, 4)) == set(digests(zero_run, 2)) and len(set(digests(out, 4))) == 1
     dm, dz = (o / 'checkpoints' / f'step_{STEPS:08d}' for o in (out, zero_run))

@@ -14,9 +14,10 @@ from ..core.env import env_report, env_problems
 
 # %% auto #0
 __all__ = ['TERMINAL_NOISE', 'KEEP_DATA', 'chapter_notebooks', 'cells_as_files', 'cpu_seconds', 'as_saved', 'ChapterFailed',
-           'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'drop_checkpoints', 'run_roadmap', 'failures',
-           'failed_cell_output', 'roadmap_report', 'roadmap_cli', 'launches_jobs', 'roadmap_order', 'next_chapter',
-           'roadmap_lanes', 'roadmap_problems', 'reader_outputs', 'copy_outputs', 'refresh_outputs', 'outputs_cli']
+           'run_notebook', 'chapter_runs', 'one_launch_at_a_time', 'drop_checkpoints', 'launch_report', 'launch_job',
+           'run_roadmap', 'failures', 'failed_cell_output', 'roadmap_report', 'roadmap_cli', 'launches_jobs',
+           'roadmap_order', 'next_chapter', 'roadmap_lanes', 'roadmap_problems', 'reader_outputs', 'copy_outputs',
+           'refresh_outputs', 'outputs_cli']
 
 # %% ../../nbs/00_runner.ipynb #ddf1fd0a
 def chapter_notebooks(nbs_dir:str|Path='nbs' # folder holding NN_*.ipynb
@@ -156,6 +157,36 @@ def drop_checkpoints(folder:str|Path # a chapter's runs folder
         freed += sum(f.stat().st_size for f in ck.rglob('*') if f.is_file())
         shutil.rmtree(ck)
     return freed
+
+
+# %% ../../nbs/00_runner.ipynb #5ae00b48
+def launch_report(r:subprocess.CompletedProcess, logs:str|Path)->str:
+    "What a launch left: its exit, the launcher's own output, then the end of every log in `logs` (scheduler and each worker)."
+    tails = [f'--- {p.name}\n' + p.read_text(errors='replace')[-1500:] for p in sorted(Path(logs).glob('*.log'))]
+    return '\n'.join([f'exit {r.returncode}; launcher output:\n' + ((r.stdout or '') + (r.stderr or ''))[-2000:], *tails])
+
+def _reason(r:subprocess.CompletedProcess)->str:
+    "The launcher's line on which process failed (msrun: 'Worker process … exit with exception'), else its last line."
+    lines = [l for l in ((r.stdout or '') + (r.stderr or '')).splitlines() if l.strip()]
+    return next((l for l in lines if 'exit with exception' in l or 'exited on signal' in l), lines[-1] if lines else 'no output')
+
+
+# %% ../../nbs/00_runner.ipynb #f3a8307f
+def launch_job(cmd:list, # the launcher's command line (msrun, mpirun, ...)
+               logs:str|Path, # the folder the launcher writes its logs to
+               outputs:list=(), # files every rank writes last: all written by this launch means the work was done
+               timeout:int=900, env:dict|None=None, check:bool=True)->subprocess.CompletedProcess:
+    """Run a multi-process job under `one_launch_at_a_time`, the venv's `bin` first on PATH (msrun starts `python` from
+    it). A failed launch raises with `launch_report`, unless every one of `outputs` was written by it: then the ranks
+    finished their work and only the launcher's teardown failed, which is one warning line."""
+    env = {**os.environ, 'GLOG_v': '3', **(env or {}), 'PATH': f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    t0 = time.time()
+    with one_launch_at_a_time(): r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env)
+    if r.returncode and check:
+        if outputs and all(Path(p).exists() and Path(p).stat().st_mtime >= t0 for p in outputs):
+            print(f'warning: {Path(cmd[0]).name} exited {r.returncode} after every rank wrote its results ({_reason(r)}); logs in {logs}', file=sys.stderr)
+        else: raise RuntimeError(launch_report(r, logs))
+    return r
 
 
 # %% ../../nbs/00_runner.ipynb #920cb4eb
@@ -312,9 +343,10 @@ def roadmap_cli(nbs:Param('folder of chapter notebooks', str)='nbs',
 # %% ../../nbs/00_runner.ipynb #4d6523f3
 def launches_jobs(nb:str|Path # a chapter notebook
                  )->bool:
-    "Does the chapter run multi-process jobs under `one_launch_at_a_time` (a code cell that takes the lock)?"
+    "Does the chapter run multi-process jobs under `one_launch_at_a_time` (a code cell that calls `launch_job` or takes the lock)?"
     cells = json.loads(Path(nb).read_text(encoding='utf-8'))['cells']
-    return any(re.search(r'with\s+(\w+\.)*one_launch_at_a_time\(\)', ''.join(c['source'])) for c in cells if c['cell_type'] == 'code')
+    takes = r'with\s+(\w+\.)*one_launch_at_a_time\(\)|\blaunch_job\('
+    return any(re.search(takes, ''.join(c['source']), re.M) for c in cells if c['cell_type'] == 'code' and not ''.join(c['source']).lstrip().startswith('#| export'))
 
 def roadmap_order(nbs:list, # chapters in roadmap order
                   launching:set, # those that launch jobs (`launches_jobs`)

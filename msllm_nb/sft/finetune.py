@@ -298,7 +298,7 @@ def build_instructions(inputs:list, # cleaned JSON-lines files or folders (msllm
                        out_dir:str|Path)->dict:
     """Write `train.jsonl` and `heldout.jsonl` of instruction conversations built from the corpus (a document held out by
     chapter 09's split gives held-out instructions only); counts by split and task."""
-    from msllm_nb.eval.harness import is_eval_doc  # chapter 09's held-out split (imported here: training on an SFT folder needs no harness)
+    from msllm_nb.eval.lm import is_eval_doc  # chapter 09·0's held-out split (imported here: training on an SFT folder needs no harness)
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     n = Counter()
     with open(out_dir/'train.jsonl', 'w', encoding='utf-8') as tr, open(out_dir/'heldout.jsonl', 'w', encoding='utf-8') as ho:
@@ -449,7 +449,7 @@ def write_instruction_task(out_dir:str|Path, name:str, # the task folder, and th
     """A harness task of held-out instructions: greedy answers (`generate_until`, up to the end of the line or the turn)
     scored by exact match against the reference, leading and trailing spaces ignored. Run it with an `MsllmLM` whose
     tokenizer renders the same template: a course model's `<name>.chat` folder (`chat_tokenizer`), or SmolLM2's own."""
-    from msllm_nb.eval.harness import write_task_files
+    from msllm_nb.eval.tasks import write_task_files
     rows = []
     for t, m in items:
         ids = prompt_ids(tok, m); prompt = tok.decode(ids)

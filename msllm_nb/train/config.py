@@ -84,7 +84,7 @@ class TrainConfig:
     # or rollback (reload the last good checkpoint and go on with the batches after the bad one)
     profile_steps: int = _opt(0, False, bounds=_n(int, 0))  # >0: profile that many steps (after 2 unprofiled ones) with MindSpore's profiler → profile/top_ops.json
     progress: bool = _opt(True, False)
-    eval_every: int = _opt(0, False, bounds=_n(int, 0))  # >0: run harness tasks every that many steps, at step 0 and at the end (chapter 09's TrainingEval)
+    eval_every: int = _opt(0, False, bounds=_n(int, 0))  # >0: run harness tasks every that many steps, at step 0 and at the end (chapter 09·1's TrainingEval)
     eval_tasks: list = _opt(lambda: ['msllm_cont_en', 'msllm_cont_zh', 'msllm_code_cloze'], False)  # task names (msllm_bpb_*: bits per byte)
     eval_task_dir: str | None = _opt(None, False)  # folder of harness task YAMLs (default: the course's, built from the bundled corpus)
     eval_limit: int = _opt(50, False, bounds=_n(int, 1))  # documents per task at each evaluation
