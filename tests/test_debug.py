@@ -1,4 +1,4 @@
-"""Chapter 08 from the outside: `msllm-doctor` on healthy and broken runs made with the train_llm CLI (failures the
+"""Chapters 08 and 08·0 from the outside: `msllm-doctor` on healthy and broken runs made with the train_llm CLI (failures the
 notebook does not use: diverged ranks, a NaN from the command line, unreadable folders), and `msllm-commcheck` under
 a plain mpirun and with an unreachable scheduler."""
 import json, math, sys

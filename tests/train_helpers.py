@@ -1,5 +1,5 @@
 """Helpers shared by the train_llm tests (chapter 06 and 07): the common arguments, running a command, reading a run."""
-import json, os, subprocess, sys
+import json, os, subprocess, sys, warnings
 from pathlib import Path
 import numpy as np
 import msllm_nb.train_llm as tl
@@ -62,7 +62,10 @@ def msrun(tokens, out, *extra):
 def launched(cmd, out, world, timeout=900, env=None):
     "Launch train_llm's ranks (msrun, mpirun) and require their results: `summary.json` and every rank's file, written by this launch."
     out = Path(out)
-    return launch_job(cmd, out / 'logs', outputs=[out / 'summary.json', *(out / 'ranks' / f'rank_{r}.json' for r in range(world))], timeout=timeout, env=env)
+    r = launch_job(cmd, out / 'logs', outputs=[out / 'summary.json', *(out / 'ranks' / f'rank_{r}.json' for r in range(world))], timeout=timeout, env=env)
+    if r.returncode:  # the ranks finished, the launcher's teardown failed: in pytest's warnings summary, not silent
+        warnings.warn(f'{Path(cmd[0]).name} exited {r.returncode} after every rank wrote its results:\n' + launch_report(r, out / 'logs'))
+    return r
 
 
 def check_dp(out, reference, world=2):

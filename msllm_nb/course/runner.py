@@ -170,6 +170,13 @@ def _reason(r:subprocess.CompletedProcess)->str:
     lines = [l for l in ((r.stdout or '') + (r.stderr or '')).splitlines() if l.strip()]
     return next((l for l in lines if 'exit with exception' in l or 'exited on signal' in l), lines[-1] if lines else 'no output')
 
+def _stop(p:subprocess.Popen):
+    "End a launcher and every rank it started: SIGINT first (msrun and mpirun then stop their ranks), then SIGKILL its process group."
+    import signal
+    try: os.killpg(p.pid, signal.SIGINT); p.wait(15)
+    except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError: pass
+
 
 # %% ../../nbs/00_runner.ipynb #f3a8307f
 def launch_job(cmd:list, # the launcher's command line (msrun, mpirun, ...)
@@ -180,11 +187,18 @@ def launch_job(cmd:list, # the launcher's command line (msrun, mpirun, ...)
     it). A failed launch raises with `launch_report`, unless every one of `outputs` was written by it: then the ranks
     finished their work and only the launcher's teardown failed, which is one warning line."""
     env = {**os.environ, 'GLOG_v': '3', **(env or {}), 'PATH': f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    t0 = time.time()
-    with one_launch_at_a_time(): r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env)
+    with one_launch_at_a_time():
+        t0 = time.time()
+        p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        try: out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(p); out, err = p.communicate()
+            raise RuntimeError(f'{Path(cmd[0]).name}: no end after {timeout} s\n' + launch_report(subprocess.CompletedProcess(cmd, -9, out, err), logs)) from None
+        except BaseException: _stop(p); raise  # an interrupted kernel: the job's ranks stop too
+    r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
     if r.returncode and check:
-        if outputs and all(Path(p).exists() and Path(p).stat().st_mtime >= t0 for p in outputs):
-            print(f'warning: {Path(cmd[0]).name} exited {r.returncode} after every rank wrote its results ({_reason(r)}); logs in {logs}', file=sys.stderr)
+        if outputs and all(Path(f).exists() and Path(f).stat().st_mtime >= t0 for f in outputs):  # stdout: it stays with the cell's results
+            print(f'warning: {Path(cmd[0]).name} exited {r.returncode} after every rank wrote its results ({_reason(r)}); logs in {logs}')
         else: raise RuntimeError(launch_report(r, logs))
     return r
 
