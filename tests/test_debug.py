@@ -4,7 +4,7 @@ a plain mpirun and with an unreachable scheduler."""
 import json, math, sys
 from pathlib import Path
 import pytest
-from train_helpers import BIN, run, launch_report, launched
+from train_helpers import BIN, run, launch_report, launched, run_in_process
 import msllm_nb.train_llm as tl
 
 ROOT_OK = {'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1'}  # CI runs as root
@@ -17,14 +17,15 @@ def small(tokens, out, *extra):
             'sample_prompts=[]', *extra]
 
 
-def doctor(run_dir, *extra):
-    r = run([BIN / 'msllm-doctor', run_dir, *extra])
+def doctor(run_dir, *extra, process=False):
+    "msllm-doctor on `run_dir`: in this process (it reads files; a new process spends ~3 s importing), or a real one."
+    r = run([BIN / 'msllm-doctor', run_dir, *extra]) if process else run_in_process('msllm-doctor', run_dir, *extra)
     return r.returncode, r.stdout, r.stderr
 
 
 def test_healthy_runs_have_no_findings(reference, msrun_dp):
     for d in (reference, msrun_dp):
-        code, out, err = doctor(d)
+        code, out, err = doctor(d, process=True)
         assert code == 0 and 'no findings' in out, out + err
     code, out, _ = doctor(msrun_dp, '--json_out')
     assert code == 0 and json.loads(out) == []
