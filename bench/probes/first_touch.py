@@ -1,0 +1,86 @@
+"""What fresh memory costs on this machine: a page touched for the first time since the host took it back.
+
+The course's VMs report free guest memory to their host (virtio-balloon free page reporting: the kernel command line's
+`page_reporting.page_reporting_order`). Memory that has been free for a few seconds is handed back, and the next touch
+of it faults through to the host. This probe times, each in a fresh process:
+- filling REGION_MB of new anonymous memory (a NumPy array) after a pause, then the same size again at once (the pages
+  the first fill just freed, not yet handed back);
+- writing a file of CKPT_MB (a checkpoint of the tests' one-layer tiny model: model and Adam moments, 58 MB) into new
+  page cache, and again right after deleting the first (how `train_llm` keeps its last `keep` checkpoints).
+What it means for the course: a process's memory growth and every checkpoint it writes cost kernel time in proportion
+to their size, beyond the work itself; fewer processes, smaller footprints and fewer checkpoints save it.
+
+    python bench/probes/first_touch.py    # prints the table and writes bench/results/first_touch.md
+"""
+import json, os, resource, subprocess, sys, tempfile, time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent.parent))  # bench/, for _report
+from _report import write_result  # noqa: E402
+
+REGION_MB, CKPT_MB, PAUSE_S, REPS = 512, 58, 8, 3
+
+
+def _child(kind):
+    "Run in a fresh process: (seconds, kernel seconds) of the first and the second fill or write."
+    import numpy as np
+    def timed(fn):
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(); fn()
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        return time.perf_counter() - t0, r1.ru_stime - r0.ru_stime
+    if kind == 'anon':
+        def fill(): a = np.ones(REGION_MB << 18, np.float32); a[::1024] += 1; del a
+        return [timed(fill), timed(fill)]
+    data = np.random.default_rng(0).standard_normal(CKPT_MB << 18, dtype=np.float32)
+    d = Path(tempfile.mkdtemp(prefix='first_touch_'))
+    time.sleep(PAUSE_S)  # whatever the start freed goes back to the host first: the write's page cache is then new memory
+    def write():
+        with open(d / 'x.ckpt', 'wb') as f: f.write(data.data); f.flush(); os.fsync(f.fileno())
+    out = [timed(write)]
+    (d / 'x.ckpt').unlink(); out.append(timed(write)); (d / 'x.ckpt').unlink(); d.rmdir()
+    return out
+
+
+def _train_run():
+    "User and kernel CPU seconds of one test-sized train_llm run (tests/train_helpers.args) in a fresh process."
+    import msllm_nb.train_llm as tl
+    time.sleep(PAUSE_S)
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [Path(sys.executable).parent / 'train_llm', '--config', 'tiny', '--out', d, '--set', f'token_dir={tl.sample_tokens()}',
+               'steps=12', 'batch_size=8', 'seq_len=64', 'model.num_hidden_layers=1', 'warmup_steps=2', 'val_every=6', 'save_every=3',
+               'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]']
+        r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=True, env={**os.environ, 'GLOG_v': '3'})
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {'wall_s': time.perf_counter() - t0, 'user_s': r1.ru_utime - r0.ru_utime, 'sys_s': r1.ru_stime - r0.ru_stime, 'maxrss_mb': r1.ru_maxrss / 1024}
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == '--child': print(json.dumps(_child(sys.argv[2]))); return
+    tr = _train_run()  # first: RUSAGE_CHILDREN's peak RSS is then its own
+    runs = {'anon': [], 'file': []}
+    for _ in range(REPS):
+        for kind in runs:
+            time.sleep(PAUSE_S)  # what the last process freed goes back to the host
+            p = subprocess.run([sys.executable, __file__, '--child', kind], capture_output=True, text=True, check=True)
+            runs[kind].append(json.loads(p.stdout.strip().splitlines()[-1]))
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    rows, data = [], {}
+    for kind, mb, what in (('anon', REGION_MB, f'{REGION_MB} MB of new memory (NumPy array)'), ('file', CKPT_MB, f'{CKPT_MB} MB file written and fsynced')):
+        for i, when in enumerate(('first, after a pause', 'again at once')):
+            s, k = med([r[i][0] for r in runs[kind]]), med([r[i][1] for r in runs[kind]])
+            data[f'{kind}_{i}'] = {'s': s, 'kernel_s': k, 'mb': mb}
+            rows.append(f'| {what} | {when} | {s:.2f} | {k:.2f} | {1e3 * s / mb:.1f} |')
+    data['train_run'] = tr
+    ratio = data['anon_0']['s'] / data['anon_1']['s']
+    body = (f'**Fresh memory: {1e3 * data["anon_0"]["s"] / REGION_MB:.1f} ms per MB; the same size reused at once: '
+            f'{1e3 * data["anon_1"]["s"] / REGION_MB:.2f} ms per MB ({ratio:.0f}×).** Each row: the median of {REPS} fresh processes, '
+            f'{PAUSE_S} s apart.\n\n| what | when | seconds | kernel seconds | ms per MB |\n|---|---|---:|---:|---:|\n' + '\n'.join(rows) +
+            f'\n\nA test run of `train_llm` (`tests/train_helpers.args`: one layer, 12 steps, a checkpoint every 3, peak RSS '
+            f'{tr["maxrss_mb"]:.0f} MB) in a fresh process: {tr["user_s"]:.1f} s of user and {tr["sys_s"]:.1f} s of kernel CPU '
+            f'({100 * tr["sys_s"] / (tr["user_s"] + tr["sys_s"]):.0f} % in the kernel), {tr["wall_s"]:.1f} s wall.')
+    write_result('first_touch', 'Fresh memory on this VM: the first touch of a page faults through to the host', body, data)
+
+
+if __name__ == '__main__':
+    main()
