@@ -1,21 +1,20 @@
-"""What fresh memory costs on this machine: a page touched for the first time since the host took it back.
+"""What fresh memory costs on the course's CI machine: a page touched for the first time since the host took it back.
 
-The course's VMs report free guest memory to their host (virtio-balloon free page reporting: the kernel command line's
-`page_reporting.page_reporting_order`). Memory that has been free for a few seconds is handed back, and the next touch
-of it faults through to the host. This probe times, each in a fresh process:
-- filling REGION_MB of new anonymous memory (a NumPy array) after a pause, then the same size again at once (the pages
-  the first fill just freed, not yet handed back);
+That machine is a VM that reports free guest memory to its host (virtio-balloon free page reporting; the table records
+the setting). Memory left free hands its pages back, and the next touch of them faults through to the host. This probe
+times, each in a fresh process:
+- filling REGION_MB of new anonymous memory (a NumPy array) after PAUSE_S seconds with nothing running, then the same
+  size again at once (the pages the first fill just freed, not yet handed back);
 - writing a file of CKPT_MB (a checkpoint of the tests' one-layer tiny model: model and Adam moments, 58 MB) into new
-  page cache, and again right after deleting the first (how `train_llm` keeps its last `keep` checkpoints).
-What it means for the course: a process's memory growth and every checkpoint it writes cost kernel time in proportion
-to their size, beyond the work itself; fewer processes, smaller footprints and fewer checkpoints save it.
+  page cache, then rewriting it within a second of deleting the first.
+It also runs one test-sized `train_llm` run and records its user and kernel CPU seconds, without attributing them.
 
-    python bench/probes/first_touch.py    # prints the table and writes bench/results/first_touch.md
+    python bench/first_touch.py    # prints the table and writes bench/results/first_touch.md
 """
 import json, os, resource, subprocess, sys, tempfile, time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent.parent))  # bench/, for _report
+sys.path.insert(0, str(Path(__file__).parent))  # bench/, for _report
 from _report import write_result  # noqa: E402
 
 REGION_MB, CKPT_MB, PAUSE_S, REPS = 512, 58, 8, 3
@@ -55,6 +54,13 @@ def _train_run():
     return {'wall_s': time.perf_counter() - t0, 'user_s': r1.ru_utime - r0.ru_utime, 'sys_s': r1.ru_stime - r0.ru_stime, 'maxrss_mb': r1.ru_maxrss / 1024}
 
 
+def page_reporting()->dict:
+    "What the guest says about free page reporting: the module's order (sysfs), and whether virtio_balloon is loaded."
+    order = Path('/sys/module/page_reporting/parameters/page_reporting_order')
+    return {'page_reporting_order': order.read_text().strip() if order.exists() else None,
+            'virtio_balloon': Path('/sys/bus/virtio/drivers/virtio_balloon').exists()}
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == '--child': print(json.dumps(_child(sys.argv[2]))); return
     tr = _train_run()  # first: RUSAGE_CHILDREN's peak RSS is then its own
@@ -67,18 +73,19 @@ def main():
     med = lambda xs: sorted(xs)[len(xs) // 2]
     rows, data = [], {}
     for kind, mb, what in (('anon', REGION_MB, f'{REGION_MB} MB of new memory (NumPy array)'), ('file', CKPT_MB, f'{CKPT_MB} MB file written and fsynced')):
-        for i, when in enumerate(('first, after a pause', 'again at once')):
+        for i, when in enumerate((f'first, after {PAUSE_S} s with nothing running', 'again at once')):
             s, k = med([r[i][0] for r in runs[kind]]), med([r[i][1] for r in runs[kind]])
             data[f'{kind}_{i}'] = {'s': s, 'kernel_s': k, 'mb': mb}
             rows.append(f'| {what} | {when} | {s:.2f} | {k:.2f} | {1e3 * s / mb:.1f} |')
-    data['train_run'] = tr
+    data['train_run'], data['host'] = tr, page_reporting()
     ratio = data['anon_0']['s'] / data['anon_1']['s']
     body = (f'**Fresh memory: {1e3 * data["anon_0"]["s"] / REGION_MB:.1f} ms per MB; the same size reused at once: '
             f'{1e3 * data["anon_1"]["s"] / REGION_MB:.2f} ms per MB ({ratio:.0f}×).** Each row: the median of {REPS} fresh processes, '
-            f'{PAUSE_S} s apart.\n\n| what | when | seconds | kernel seconds | ms per MB |\n|---|---|---:|---:|---:|\n' + '\n'.join(rows) +
-            f'\n\nA test run of `train_llm` (`tests/train_helpers.args`: one layer, 12 steps, a checkpoint every 3, peak RSS '
-            f'{tr["maxrss_mb"]:.0f} MB) in a fresh process: {tr["user_s"]:.1f} s of user and {tr["sys_s"]:.1f} s of kernel CPU '
-            f'({100 * tr["sys_s"] / (tr["user_s"] + tr["sys_s"]):.0f} % in the kernel), {tr["wall_s"]:.1f} s wall.')
+            f'{PAUSE_S} s apart. Free page reporting: virtio_balloon loaded {data["host"]["virtio_balloon"]}, '
+            f'page_reporting_order {data["host"]["page_reporting_order"]}.\n\n| what | when | seconds | OS kernel seconds | ms per MB |\n|---|---|---:|---:|---:|\n' + '\n'.join(rows) +
+            f'\n\nFor scale, not attributed to the rows above: a test run of `train_llm` (`tests/train_helpers.args`: one layer, 12 steps, a checkpoint every 3, peak RSS '
+            f'{tr["maxrss_mb"]:.0f} MB) in a fresh process: {tr["user_s"]:.1f} s of user and {tr["sys_s"]:.1f} s of operating-system kernel CPU '
+            f'({100 * tr["sys_s"] / (tr["user_s"] + tr["sys_s"]):.0f} % in the OS kernel), {tr["wall_s"]:.1f} s wall.')
     write_result('first_touch', 'Fresh memory on this VM: the first touch of a page faults through to the host', body, data)
 
 
