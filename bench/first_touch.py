@@ -4,7 +4,9 @@ That machine is a VM that reports free guest memory to its host (virtio-balloon 
 the setting). Memory left free hands its pages back, and the next touch of them faults through to the host. This probe
 times, each in a fresh process:
 - filling REGION_MB of new anonymous memory (a NumPy array) after PAUSE_S seconds with nothing running, then the same
-  size again at once (the pages the first fill just freed, not yet handed back);
+  size again at once (the pages the first fill just freed, not yet handed back): once in NumPy's default transparent
+  huge pages (it asks for them for every large array), once in small pages (`np.core.multiarray._set_madvise_hugepage(False)`,
+  what `msllm_nb.core.env.use_device` sets);
 - writing a file of CKPT_MB (a checkpoint of the tests' one-layer tiny model: model and Adam moments, 58 MB) into new
   page cache, then rewriting it within a second of deleting the first.
 It also runs one test-sized `train_llm` run and records its user and kernel CPU seconds, without attributing them.
@@ -27,7 +29,8 @@ def _child(kind):
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(); fn()
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         return time.perf_counter() - t0, r1.ru_stime - r0.ru_stime
-    if kind == 'anon':
+    if kind in ('anon', 'anon_small'):
+        np.core.multiarray._set_madvise_hugepage(kind == 'anon')
         def fill(): a = np.ones(REGION_MB << 18, np.float32); a[::1024] += 1; del a
         return [timed(fill), timed(fill)]
     data = np.random.default_rng(0).standard_normal(CKPT_MB << 18, dtype=np.float32)
@@ -64,7 +67,7 @@ def page_reporting()->dict:
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == '--child': print(json.dumps(_child(sys.argv[2]))); return
     tr = _train_run()  # first: RUSAGE_CHILDREN's peak RSS is then its own
-    runs = {'anon': [], 'file': []}
+    runs = {'anon': [], 'anon_small': [], 'file': []}
     for _ in range(REPS):
         for kind in runs:
             time.sleep(PAUSE_S)  # what the last process freed goes back to the host
@@ -72,15 +75,18 @@ def main():
             runs[kind].append(json.loads(p.stdout.strip().splitlines()[-1]))
     med = lambda xs: sorted(xs)[len(xs) // 2]
     rows, data = [], {}
-    for kind, mb, what in (('anon', REGION_MB, f'{REGION_MB} MB of new memory (NumPy array)'), ('file', CKPT_MB, f'{CKPT_MB} MB file written and fsynced')):
+    for kind, mb, what in (('anon', REGION_MB, f'{REGION_MB} MB of new memory (NumPy array, huge pages: NumPy\'s default)'),
+                           ('anon_small', REGION_MB, f'{REGION_MB} MB of new memory (NumPy array, small pages)'),
+                           ('file', CKPT_MB, f'{CKPT_MB} MB file written and fsynced')):
         for i, when in enumerate((f'first, after {PAUSE_S} s with nothing running', 'again at once')):
             s, k = med([r[i][0] for r in runs[kind]]), med([r[i][1] for r in runs[kind]])
             data[f'{kind}_{i}'] = {'s': s, 'kernel_s': k, 'mb': mb}
             rows.append(f'| {what} | {when} | {s:.2f} | {k:.2f} | {1e3 * s / mb:.1f} |')
     data['train_run'], data['host'] = tr, page_reporting()
-    ratio = data['anon_0']['s'] / data['anon_1']['s']
-    body = (f'**Fresh memory: {1e3 * data["anon_0"]["s"] / REGION_MB:.1f} ms per MB; the same size reused at once: '
-            f'{1e3 * data["anon_1"]["s"] / REGION_MB:.2f} ms per MB ({ratio:.0f}×).** Each row: the median of {REPS} fresh processes, '
+    ms_mb = lambda k: 1e3 * data[k]['s'] / REGION_MB
+    body = (f'**Fresh memory in huge pages: {ms_mb("anon_0"):.1f} ms per MB; in small pages: {ms_mb("anon_small_0"):.1f} ms per MB '
+            f'({ms_mb("anon_0") / ms_mb("anon_small_0"):.0f}× less); huge pages reused at once: {ms_mb("anon_1"):.2f} ms per MB.** '
+            f'Each row: the median of {REPS} fresh processes, '
             f'{PAUSE_S} s apart. Free page reporting: virtio_balloon loaded {data["host"]["virtio_balloon"]}, '
             f'page_reporting_order {data["host"]["page_reporting_order"]}.\n\n| what | when | seconds | OS kernel seconds | ms per MB |\n|---|---|---:|---:|---:|\n' + '\n'.join(rows) +
             f'\n\nFor scale, not attributed to the rows above: a test run of `train_llm` (`tests/train_helpers.args`: one layer, 12 steps, a checkpoint every 3, peak RSS '

@@ -239,8 +239,10 @@ def use_device(device:str='CPU', # CPU, GPU or Ascend
                mode:str='graph' # what the process will run: graph or pynative
               ):
     """Start a process on `device`; for PyNative on a CPU, kernels are launched by the calling thread. Call it before the
-    first kernel runs. In a process whose kernels already run on `device` (a notebook, a test) it changes nothing."""
-    import mindspore as ms
+    first kernel runs. In a process whose kernels already run on `device` (a notebook, a test) it changes nothing on the
+    device. NumPy's large arrays go in small pages unless `NUMPY_MADVISE_HUGEPAGE` says otherwise (bench/results/first_touch.md)."""
+    import mindspore as ms, numpy as np
+    if 'NUMPY_MADVISE_HUGEPAGE' not in os.environ: np.core.multiarray._set_madvise_hugepage(False)
     try: ms.set_device(device)
     except RuntimeError as e:  # MindSpore refuses any set_device once its runtime has started, even to the same device
         if 'has been initialized' in str(e) and ms.get_context('device_target') == device: return
