@@ -58,10 +58,12 @@ def _train_run():
 
 
 def page_reporting()->dict:
-    "What the guest says about free page reporting: the module's order (sysfs), and whether virtio_balloon is loaded."
+    "What the guest says about its memory: free page reporting (the module's order, whether virtio_balloon is loaded) and the kernel's transparent-huge-page mode."
     order = Path('/sys/module/page_reporting/parameters/page_reporting_order')
+    thp = Path('/sys/kernel/mm/transparent_hugepage/enabled')  # e.g. 'always [madvise] never': NumPy's request counts under madvise
     return {'page_reporting_order': order.read_text().strip() if order.exists() else None,
-            'virtio_balloon': Path('/sys/bus/virtio/drivers/virtio_balloon').exists()}
+            'virtio_balloon': Path('/sys/bus/virtio/drivers/virtio_balloon').exists(),
+            'transparent_hugepage': next((w.strip('[]') for w in thp.read_text().split() if w.startswith('[')), None) if thp.exists() else None}
 
 
 def main():
@@ -85,10 +87,12 @@ def main():
     data['train_run'], data['host'] = tr, page_reporting()
     ms_mb = lambda k: 1e3 * data[k]['s'] / REGION_MB
     body = (f'**Fresh memory in huge pages: {ms_mb("anon_0"):.1f} ms per MB; in small pages: {ms_mb("anon_small_0"):.1f} ms per MB '
-            f'({ms_mb("anon_0") / ms_mb("anon_small_0"):.0f}× less); huge pages reused at once: {ms_mb("anon_1"):.2f} ms per MB.** '
+            f'({ms_mb("anon_0") / ms_mb("anon_small_0"):.0f}× the time); reused at once: {ms_mb("anon_1"):.2f} ms per MB in huge pages, '
+            f'{ms_mb("anon_small_1"):.2f} in small pages.** '
             f'Each row: the median of {REPS} fresh processes, '
             f'{PAUSE_S} s apart. Free page reporting: virtio_balloon loaded {data["host"]["virtio_balloon"]}, '
-            f'page_reporting_order {data["host"]["page_reporting_order"]}.\n\n| what | when | seconds | OS kernel seconds | ms per MB |\n|---|---|---:|---:|---:|\n' + '\n'.join(rows) +
+            f'page_reporting_order {data["host"]["page_reporting_order"]}; transparent huge pages: {data["host"]["transparent_hugepage"]} '
+            f'(under madvise, only memory that asks for them, as NumPy does, gets them).\n\n| what | when | seconds | OS kernel seconds | ms per MB |\n|---|---|---:|---:|---:|\n' + '\n'.join(rows) +
             f'\n\nFor scale, not attributed to the rows above: a test run of `train_llm` (`tests/train_helpers.args`: one layer, 12 steps, a checkpoint every 3, peak RSS '
             f'{tr["maxrss_mb"]:.0f} MB) in a fresh process: {tr["user_s"]:.1f} s of user and {tr["sys_s"]:.1f} s of operating-system kernel CPU '
             f'({100 * tr["sys_s"] / (tr["user_s"] + tr["sys_s"]):.0f} % in the OS kernel), {tr["wall_s"]:.1f} s wall.')
