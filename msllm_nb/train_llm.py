@@ -520,7 +520,9 @@ def main(config:Param('YAML config: a file, or a packaged name (tiny, llama_1b3,
         return
     use_device(cfg.device, cfg.mode)  # before the first kernel: on CPU, PyNative launches kernels from this thread (chapter 00)
     rank, world, sched = init_distributed(cfg.sched_port)
-    try: train(cfg, resume, rank, world, allow_restart=allow_restart)
+    try:
+        with compile_cache(cfg.compile_cache, cfg, rank, world, fresh=not resume):  # 06·4: a folder per configuration; a resume compiles afresh
+            train(cfg, resume, rank, world, allow_restart=allow_restart)
     except BaseException as e:
         if sched is not None: sched.kill()  # the scheduler would wait for this rank forever
         if isinstance(e, ValueError): fail('train_llm', e, 2)

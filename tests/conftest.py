@@ -1,7 +1,7 @@
-import os
+import os, shutil, tempfile
 os.environ.setdefault('GLOG_v', '3')
 import pytest
-from train_helpers import BIN, args, run, msrun
+from train_helpers import BIN, COMPILE_CACHE, args, run, msrun
 import msllm_nb.train_llm as tl
 
 
@@ -10,6 +10,12 @@ def pytest_configure(config):
               'gpu: needs an NVIDIA GPU', 'ascend: needs an Ascend NPU'):
         config.addinivalue_line('markers', m)
     if getattr(config.option, 'dist', None) == 'loadgroup': config.option.loadscopereorder = False  # the controller: keep `longest_first`'s order
+    if not hasattr(config, 'workerinput') and COMPILE_CACHE not in os.environ:  # the controller, before it starts the workers
+        os.environ[COMPILE_CACHE] = config._msllm_cache = tempfile.mkdtemp(prefix='msllm_test_compile_cache_')
+
+
+def pytest_unconfigure(config):
+    if getattr(config, '_msllm_cache', None): shutil.rmtree(config._msllm_cache, ignore_errors=True)
 
 
 @pytest.fixture(scope='session')
@@ -22,7 +28,7 @@ def tokens():
 def reference(tokens, tmp_path_factory):
     "One uninterrupted single-process run: 12 steps of 8 × 64 tokens (`train_helpers.args`)."
     out = tmp_path_factory.mktemp('ref')
-    r = run([BIN / 'train_llm', *args(tokens, out)])
+    r = run([BIN / 'train_llm', *args(tokens, out, 'compile_cache=null')])  # compiled here: what the cached runs are compared with
     assert r.returncode == 0, r.stderr[-3000:]
     return out
 

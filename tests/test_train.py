@@ -10,7 +10,7 @@ import pytest
 
 import msllm_nb.train_llm as tl
 
-from train_helpers import (BIN, STEPS, args, run, run_in_process, train_records, final_weights, check_dp, one_record_per_step, quick, one_line_error,
+from train_helpers import (BIN, COMPILE_CACHE, STEPS, args, run, run_in_process, train_records, final_weights, check_dp, one_record_per_step, quick, one_line_error,
                            strict_json, sft_folder, digests, msrun, launched)
 
 
@@ -462,3 +462,43 @@ def test_a_launcher_variable_that_is_not_a_number_is_named(tokens, tmp_path, var
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(err) == 1 and err[0].startswith(f"train_llm: {var}={value!r}: not a whole number"), r.stderr[-2000:]
     assert not (tmp_path / 'run').exists()
+
+
+# ---- the compile cache (06·4)
+
+def _cache_folders(cache):
+    "The published folders of a compile cache, and the private work folders left behind (none, unless a run was killed)."
+    kids = sorted(Path(cache).iterdir()) if Path(cache).exists() else []
+    return [k.name for k in kids if not k.name.startswith('.')], [k.name for k in kids if k.name.startswith('.')]
+
+
+def test_compile_cache_runs_equal_the_compiled_run_and_each_configuration_has_its_folder(tokens, reference, tmp_path):
+    """The first run with compile_cache writes its configuration's folder, the second reads it: both equal the run that
+    compiled without a cache, bit for bit (06·4's cells show that another seq_len, model or schedule is another key). A
+    resume uses no folder; a cache path that is a file is one line, exit 2."""
+    cache = tmp_path / 'cache'
+    for i in range(2):
+        out = tmp_path / f'r{i}'
+        r = run([BIN / 'train_llm', *args(tokens, out, f'compile_cache={cache}')])
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert train_records(out) == train_records(reference) and digests(out, 1) == digests(reference, 1), i
+        val = lambda o: [(v['step'], v['loss']) for v in tl.read_metrics(o, 'val')]
+        assert val(out) == val(reference), i
+        published, work = _cache_folders(cache)
+        assert len(published) == 1 and work == [], (published, work)
+        assert sorted(p.name for p in (cache / published[0]).rglob('*.mindir'))[:1] == ['compile_cache_0.mindir']
+    r = run([BIN / 'train_llm', *args(tokens, tmp_path / 'r1', f'compile_cache={cache}'), '--resume'])  # a finished run: its summary again
+    assert r.returncode == 0 and _cache_folders(cache) == (published, []), r.stderr[-3000:]
+    (tmp_path / 'a_file').write_text('')
+    one_line_error(run([BIN / 'train_llm', *args(tokens, tmp_path / 'x', f'compile_cache={tmp_path / "a_file"}')]), 2, 'compile_cache')
+
+
+@pytest.mark.cluster
+def test_compile_cache_under_msrun_gives_each_rank_its_folder_and_the_same_numbers(tokens, msrun_dp, tmp_path):
+    "`msrun_dp` published a folder per rank in the session's cache; the same launch again reads them and equals it bit for bit."
+    cache = os.environ.get(COMPILE_CACHE)
+    if not cache: pytest.skip(f'{COMPILE_CACHE} is empty: the runs share no compile cache')
+    ranks = lambda: {p.name for f in Path(cache).iterdir() if not f.name.startswith('.') for p in f.iterdir() if p.is_dir()}
+    assert {'rank_0', 'rank_1'} <= ranks(), ranks()
+    out = msrun(tokens, tmp_path / 'again')
+    assert train_records(out) == train_records(msrun_dp) and digests(out, 2) == digests(msrun_dp, 2)

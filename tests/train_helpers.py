@@ -7,13 +7,18 @@ from msllm_nb.course.runner import launch_job, launch_report  # launch_report: w
 
 BIN = Path(sys.executable).parent
 STEPS = 12
+COMPILE_CACHE = 'MSLLM_TEST_COMPILE_CACHE'  # the session's compile_cache folder (conftest sets it; every xdist worker inherits it)
 
 
 def args(tokens, out, *extra, batch=8):
     """The tiny config cut to one layer and 64-token windows: 12 steps of 8 × 64. What these runs check (resume, layouts,
-    launchers, refusals) holds at any depth; a run's time is mostly the process start and the graph compile, which grow with it."""
+    launchers, refusals) holds at any depth; a run's time is mostly the process start and the graph compile, which grow with it.
+    The runs share the session's compile cache (06·4: a folder per configuration, bitwise equal to compiling; the
+    `reference` run compiles for itself), so a configuration run again skips its compile."""
+    cache = [f'compile_cache={os.environ[COMPILE_CACHE]}'] if os.environ.get(COMPILE_CACHE) else []
     return ['--config', 'tiny', '--out', str(out), '--set', f'token_dir={tokens}', f'steps={STEPS}', f'batch_size={batch}',
-            'seq_len=64', 'model.num_hidden_layers=1', 'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false', 'sample_prompts=[]', *extra]
+            'seq_len=64', 'model.num_hidden_layers=1', 'warmup_steps=2', 'val_every=6', 'save_every=3', 'keep=3', 'log_every=4', 'progress=false',
+            'sample_prompts=[]', *cache, *extra]
 
 
 def run(cmd, timeout=600, extra_env=None, **kw):

@@ -72,6 +72,7 @@ class TrainConfig:
     peak_tflops: float = _opt(0.0, False, bounds=_n(float, 0))  # per device, for MFU; 0: measured with a matmul at start
     data_workers: int = _opt(1, False, bounds=_n(int, 1, 64))
     sched_port: int = _opt(8118, False, bounds=_n(int, 1, 65535))  # scheduler port under a plain mpirun
+    compile_cache: str | None = _opt(None, False)  # a folder for compiled graphs, one sub-folder per configuration (06·4); null: compile every run
     sync_grads: bool = _opt(True, True)  # all-reduce gradients (False only to demonstrate rank drift)
     zero: int = _opt(0, False, (0, 1), _n(int, 0, 1))  # 1: shard the optimizer states over the ranks (ZeRO-1, chapter 07); bitwise equal to 0
     zero_impl: str = _opt('collectives', False, ('collectives', 'mindspore'))  # collectives (any backend, chapter 07) or mindspore (its parallel optimizer: Ascend/GPU only)

@@ -6,14 +6,17 @@
 from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
-import hashlib, numbers, socket, subprocess, sys
-from dataclasses import dataclass
+import hashlib, json, numbers, shutil, socket, subprocess, sys, tempfile
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
 import mindspore as ms
 from mindspore import nn, ops
 
 # %% auto #0
-__all__ = ['DIMS', 'free_port', 'env_int', 'world_from_env', 'setup_openmpi', 'init_distributed', 'Mesh', 'group_name',
-           'make_groups', 'GroupGather', 'GroupBroadcast']
+__all__ = ['DIMS', 'NOT_IN_GRAPHS', 'PATH_FIELDS', 'SMALL', 'free_port', 'env_int', 'world_from_env', 'setup_openmpi',
+           'init_distributed', 'Mesh', 'group_name', 'make_groups', 'GroupGather', 'GroupBroadcast', 'path_id',
+           'source_id', 'cache_key', 'compile_cache']
 
 # %% ../../nbs/06_4_launch.ipynb #7caee341
 def free_port()->int:
@@ -137,3 +140,63 @@ class GroupBroadcast(nn.Cell):
         super().__init__()
         self.allreduce, self.is_root = group_allreduce(group), is_root
     def construct(self, x): return self.allreduce(x if self.is_root else ops.zeros_like(x))
+
+# %% ../../nbs/06_4_launch.ipynb #dd4b3bcb
+NOT_IN_GRAPHS = ('out_dir', 'compile_cache', 'sched_port')  # where a run writes, and how its ranks meet: never in a graph
+PATH_FIELDS = ('token_dir', 'init_from', 'eval_task_dir')  # keyed by what the path holds, not by its name
+SMALL = 1 << 20  # files up to 1 MB (configs, meta.json, tokenizers) are keyed by content; larger ones by name, size and time
+
+def _file_id(p:Path)->str:
+    st = p.stat()
+    return hashlib.sha256(p.read_bytes()).hexdigest() if st.st_size <= SMALL else f'{st.st_size}:{st.st_mtime_ns}'
+
+def path_id(path:str|None)->dict|None:
+    "What a path holds, for the key: each file of a folder, or a file and its siblings of the same name (a `.ckpt`'s `.yaml`)."
+    if path is None: return None
+    p = Path(path)
+    files = sorted(f for f in p.rglob('*') if f.is_file()) if p.is_dir() else sorted(p.parent.glob(p.stem + '.*')) if p.exists() else []
+    return {str(f.relative_to(p if p.is_dir() else p.parent)): _file_id(f) for f in files}
+
+# %% ../../nbs/06_4_launch.ipynb #5f1e60eb
+def source_id()->str:
+    "The package's source, and the entry script's when it is a file (the console script, `-m`, or the module's file under msrun)."
+    import msllm_nb
+    h = hashlib.sha256()
+    for f in sorted(Path(msllm_nb.__file__).parent.rglob('*.py')): h.update(f.name.encode()); h.update(f.read_bytes())
+    entry = Path(sys.argv[0])
+    h.update(entry.read_bytes() if entry.is_file() else sys.argv[0].encode())
+    return h.hexdigest()
+
+def cache_key(cfg:TrainConfig, rank:int, world:int)->str:
+    "The sub-folder of a configuration's graphs on one rank."
+    d = {k: v for k, v in asdict(cfg).items() if k not in NOT_IN_GRAPHS}
+    d.update({k: path_id(d[k]) for k in PATH_FIELDS}, rank=rank, world=world, mindspore=ms.__version__, python=sys.version,
+             source=source_id(), switches={k: v for k, v in os.environ.items() if k.startswith('MS_DEV_')})  # MindSpore's compiler switches
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+# %% ../../nbs/06_4_launch.ipynb #6ef637dc
+@contextmanager
+def compile_cache(root:str|None, # the cache folder (the config's `compile_cache`); None: compile as usual
+                  cfg:TrainConfig, rank:int, world:int,
+                  fresh:bool=True # False for a resumed run: its graphs come in another order, so it compiles afresh
+                 ):
+    "In a new process, before its first graph: MindSpore's compile cache in a private copy of this configuration's folder, published if the block ends normally."
+    import mindspore.graph.api as api  # where MindSpore 2.9 keeps the file its own cache check starts from
+    if not root or not fresh or cfg.mode != 'graph' or not hasattr(api, 'entry_script_path'): yield None; return
+    root = Path(root)
+    try: root.mkdir(parents=True, exist_ok=True)
+    except OSError as e: raise ValueError(f'compile_cache {root}: {e.strerror}') from None  # a file there, or no permission
+    done = root/cache_key(cfg, rank, world)
+    work = Path(tempfile.mkdtemp(prefix=f'.{done.name}.', dir=root))
+    if done.is_dir(): shutil.copytree(done, work, dirs_exist_ok=True)
+    entry, api.entry_script_path = api.entry_script_path, str(work/'key.py')
+    (work/'key.py').write_text(f'# {done.name}\n')  # MindSpore's check then reads our key, not a script it cannot always parse
+    ms.set_context(enable_compile_cache=True, compile_cache_path=str(work))
+    try:
+        yield done
+        if not done.exists():
+            try: work.rename(done)  # atomic; a run of the same configuration that published first wins
+            except OSError: pass
+    finally:
+        api.entry_script_path = entry; ms.set_context(enable_compile_cache=False)  # a caller that goes on compiles as before
+        shutil.rmtree(work, ignore_errors=True)
