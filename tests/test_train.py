@@ -11,7 +11,7 @@ import pytest
 import msllm_nb.train_llm as tl
 
 from train_helpers import (BIN, COMPILE_CACHE, STEPS, args, run, run_in_process, train_records, final_weights, check_dp, one_record_per_step, quick, one_line_error,
-                           strict_json, sft_folder, digests, msrun, launched)
+                           strict_json, sft_folder, digests, msrun, msrun_cmd, launched)
 
 
 # ---- entry points and errors before compute
@@ -466,6 +466,9 @@ def test_a_launcher_variable_that_is_not_a_number_is_named(tokens, tmp_path, var
 
 # ---- the compile cache (06·4)
 
+HIT = 'Use the compilation cache'  # what MindSpore 2.9 logs (a warning) when it loads a cached graph
+
+
 def _cache_folders(cache):
     "The published folders of a compile cache, and the private work folders left behind (none, unless a run was killed)."
     kids = sorted(Path(cache).iterdir()) if Path(cache).exists() else []
@@ -479,8 +482,9 @@ def test_compile_cache_runs_equal_the_compiled_run_and_each_configuration_has_it
     cache = tmp_path / 'cache'
     for i in range(2):
         out = tmp_path / f'r{i}'
-        r = run([BIN / 'train_llm', *args(tokens, out, f'compile_cache={cache}')])
+        r = run([BIN / 'train_llm', *args(tokens, out, f'compile_cache={cache}')], extra_env={'GLOG_v': '2'})
         assert r.returncode == 0, r.stderr[-3000:]
+        assert (HIT in r.stderr) == (i == 1), (i, r.stderr[-3000:])  # MindSpore's own line: the second run read the cache
         assert train_records(out) == train_records(reference) and digests(out, 1) == digests(reference, 1), i
         val = lambda o: [(v['step'], v['loss']) for v in tl.read_metrics(o, 'val')]
         assert val(out) == val(reference), i
@@ -500,5 +504,20 @@ def test_compile_cache_under_msrun_gives_each_rank_its_folder_and_the_same_numbe
     if not cache: pytest.skip(f'{COMPILE_CACHE} is empty: the runs share no compile cache')
     ranks = lambda: {p.name for f in Path(cache).iterdir() if not f.name.startswith('.') for p in f.iterdir() if p.is_dir()}
     assert {'rank_0', 'rank_1'} <= ranks(), ranks()
-    out = msrun(tokens, tmp_path / 'again')
+    out = tmp_path / 'again'
+    launched(msrun_cmd(tokens, out), out, 2, env={'GLOG_v': '2'})
     assert train_records(out) == train_records(msrun_dp) and digests(out, 2) == digests(msrun_dp, 2)
+    for r in range(2): assert HIT in (out / 'logs' / f'worker_{r}.log').read_text(), r
+
+
+def test_a_killed_runs_private_copy_is_swept_and_a_live_ones_kept(tmp_path):
+    "compile_cache's sweep removes work folders whose process on this host is gone, and keeps those of live processes."
+    import socket
+    from msllm_nb.train.launch import _sweep
+    dead = subprocess.Popen([sys.executable, '-c', 'pass']); dead.wait()
+    host = socket.gethostname()
+    for pid in (dead.pid, os.getpid()): (tmp_path / f'.k{pid}.{pid}.{host}.x1').mkdir()
+    (tmp_path / f'.other.{dead.pid}.elsewhere.x1').mkdir()  # another host's: its process is not ours to look for
+    (tmp_path / 'published').mkdir()
+    _sweep(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f'.k{os.getpid()}.{os.getpid()}.{host}.x1', f'.other.{dead.pid}.elsewhere.x1', 'published'])

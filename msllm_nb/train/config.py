@@ -170,6 +170,8 @@ def check_combinations(cfg:TrainConfig, origin:dict # key → where it was set (
     if cfg.min_lr > cfg.lr: raise ValueError(f'{at("min_lr", "lr")}: min_lr {cfg.min_lr} must not exceed lr {cfg.lr}')
     if cfg.profile_steps and not cfg.profile_steps <= cfg.steps - 2:  # 0 (no profiling) fits any run
         raise ValueError(f'{at("profile_steps", "steps")}: profile_steps must be between 0 and steps - 2 = {cfg.steps - 2} (2 steps run unprofiled first), got {cfg.profile_steps}')
+    if cfg.compile_cache is not None and (not cfg.compile_cache.strip() or Path(cfg.compile_cache).expanduser().is_file()):
+        raise ValueError(f'{at("compile_cache")}: compile_cache {cfg.compile_cache!r}: expected a folder (null: no cache)')
     if cfg.nan_policy == 'skip' and cfg.accum_steps > 1: raise ValueError(f'{at("nan_policy", "accum_steps")}: nan_policy skip with accum_steps > 1 is not supported; use stop')
     if cfg.precision == 'fp16' and cfg.accum_steps > 1: raise ValueError(f'{at("precision", "accum_steps")}: precision fp16 with accum_steps > 1 is not supported; use one of them')
     if cfg.lora_rank and not cfg.init_from: raise ValueError(f'{at("lora_rank", "init_from")}: lora_rank adapts a trained model: set init_from')

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os
 os.environ.setdefault('GLOG_v', '3')
-import hashlib, json, numbers, shutil, socket, subprocess, sys, tempfile
+import glob, hashlib, importlib.metadata, json, numbers, shutil, socket, subprocess, sys, tempfile
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,9 +14,9 @@ import mindspore as ms
 from mindspore import nn, ops
 
 # %% auto #0
-__all__ = ['DIMS', 'NOT_IN_GRAPHS', 'PATH_FIELDS', 'SMALL', 'free_port', 'env_int', 'world_from_env', 'setup_openmpi',
-           'init_distributed', 'Mesh', 'group_name', 'make_groups', 'GroupGather', 'GroupBroadcast', 'path_id',
-           'source_id', 'cache_key', 'compile_cache']
+__all__ = ['DIMS', 'NOT_IN_GRAPHS', 'PATH_FIELDS', 'SMALL', 'LAUNCHER_VARS', 'CACHE_VARS', 'free_port', 'env_int',
+           'world_from_env', 'setup_openmpi', 'init_distributed', 'Mesh', 'group_name', 'make_groups', 'GroupGather',
+           'GroupBroadcast', 'path_id', 'source_id', 'plugin_packages', 'cache_key', 'compile_cache']
 
 # %% ../../nbs/06_4_launch.ipynb #7caee341
 def free_port()->int:
@@ -144,7 +144,9 @@ class GroupBroadcast(nn.Cell):
 # %% ../../nbs/06_4_launch.ipynb #dd4b3bcb
 NOT_IN_GRAPHS = ('out_dir', 'compile_cache', 'sched_port')  # where a run writes, and how its ranks meet: never in a graph
 PATH_FIELDS = ('token_dir', 'init_from', 'eval_task_dir')  # keyed by what the path holds, not by its name
-SMALL = 1 << 20  # files up to 1 MB (configs, meta.json, tokenizers) are keyed by content; larger ones by name, size and time
+SMALL = 1 << 20  # files up to 1 MB (configs, meta.json, tokenizers) are keyed by content; larger ones by size and time
+LAUNCHER_VARS = ('MS_ROLE', 'MS_NODE_ID', 'MS_SCHED_HOST', 'MS_SCHED_PORT', 'MS_WORKER_NUM', 'MS_LOCAL_WORKER_NUM',
+                 'MS_TOPO_TIMEOUT', 'MS_ENABLE_RECOVERY', 'MS_RECOVERY_PATH', 'MS_NODE_RANK')  # how ranks meet: any other MS_* is keyed
 
 def _file_id(p:Path)->str:
     st = p.stat()
@@ -154,7 +156,8 @@ def path_id(path:str|None)->dict|None:
     "What a path holds, for the key: each file of a folder, or a file and its siblings of the same name (a `.ckpt`'s `.yaml`)."
     if path is None: return None
     p = Path(path)
-    files = sorted(f for f in p.rglob('*') if f.is_file()) if p.is_dir() else sorted(p.parent.glob(p.stem + '.*')) if p.exists() else []
+    files = (sorted(f for f in p.rglob('*') if f.is_file()) if p.is_dir() else
+             sorted(p.parent.glob(glob.escape(p.stem) + '.*')) if p.exists() else [])
     return {str(f.relative_to(p if p.is_dir() else p.parent)): _file_id(f) for f in files}
 
 # %% ../../nbs/06_4_launch.ipynb #5f1e60eb
@@ -167,36 +170,71 @@ def source_id()->str:
     h.update(entry.read_bytes() if entry.is_file() else sys.argv[0].encode())
     return h.hexdigest()
 
+def plugin_packages()->list:
+    "Name and version of every installed package that plugs a data format, an adapter or an evaluation into the loop (06·6)."
+    from msllm_nb.train.plugins import KINDS
+    return sorted({(d.metadata['Name'], d.version) for d in importlib.metadata.distributions()
+                   for e in d.entry_points if e.group in KINDS.values()})
+
 def cache_key(cfg:TrainConfig, rank:int, world:int)->str:
     "The sub-folder of a configuration's graphs on one rank."
     d = {k: v for k, v in asdict(cfg).items() if k not in NOT_IN_GRAPHS}
     d.update({k: path_id(d[k]) for k in PATH_FIELDS}, rank=rank, world=world, mindspore=ms.__version__, python=sys.version,
-             source=source_id(), switches={k: v for k, v in os.environ.items() if k.startswith('MS_DEV_')})  # MindSpore's compiler switches
+             source=source_id(), plugins=plugin_packages(),
+             env={k: v for k, v in os.environ.items() if k.startswith('MS_') and k not in LAUNCHER_VARS})  # MindSpore's switches
+    meta = Path(cfg.token_dir)/'meta.json'  # a Hugging Face tokenizer is named there, outside the folder: it sets the samples' lengths
+    tok = json.loads(meta.read_text()).get('tokenizer') if meta.is_file() else None
+    d['tokenizer'] = path_id(tok) if isinstance(tok, str) else None
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 # %% ../../nbs/06_4_launch.ipynb #6ef637dc
+CACHE_VARS = ('MS_COMPILER_CACHE_ENABLE', 'MS_COMPILER_CACHE_PATH')
+_opened = False  # MindSpore keeps one cache folder and one graph count per process: a second cache would continue them
+
+def _sweep(root:Path):
+    "Private copies left by runs on this host that were killed (their process is gone)."
+    host = socket.gethostname()
+    for d in root.glob('.*'):
+        _, _, pid, rest = (d.name.split('.', 3) + ['', '', ''])[:4]
+        if not (pid.isdigit() and rest.startswith(host + '.')): continue
+        try: os.kill(int(pid), 0)
+        except ProcessLookupError: shutil.rmtree(d, ignore_errors=True)
+        except PermissionError: pass  # alive, another user's
+
+def _compiled_before(api)->bool:
+    "Whether this process has compiled a graph already: MindSpore's own records of the cells and functions it compiled."
+    return bool(getattr(api, 'ms_compile_cache', None)) or any(getattr(api, 'cells_compile_cache', {}).values())
+
 @contextmanager
 def compile_cache(root:str|None, # the cache folder (the config's `compile_cache`); None: compile as usual
                   cfg:TrainConfig, rank:int, world:int,
                   fresh:bool=True # False for a resumed run: its graphs come in another order, so it compiles afresh
                  ):
-    "In a new process, before its first graph: MindSpore's compile cache in a private copy of this configuration's folder, published if the block ends normally."
+    """In a new process, before its first graph: MindSpore's compile cache in a private copy of this configuration's
+    folder, published if the block ends normally. A notebook kernel, or a process that compiled a graph or opened a cache already, compiles as usual."""
+    global _opened
     import mindspore.graph.api as api  # where MindSpore 2.9 keeps the file its own cache check starts from
-    if not root or not fresh or cfg.mode != 'graph' or not hasattr(api, 'entry_script_path'): yield None; return
-    root = Path(root)
-    try: root.mkdir(parents=True, exist_ok=True)
-    except OSError as e: raise ValueError(f'compile_cache {root}: {e.strerror}') from None  # a file there, or no permission
-    done = root/cache_key(cfg, rank, world)
-    work = Path(tempfile.mkdtemp(prefix=f'.{done.name}.', dir=root))
-    if done.is_dir(): shutil.copytree(done, work, dirs_exist_ok=True)
-    entry, api.entry_script_path = api.entry_script_path, str(work/'key.py')
-    (work/'key.py').write_text(f'# {done.name}\n')  # MindSpore's check then reads our key, not a script it cannot always parse
-    ms.set_context(enable_compile_cache=True, compile_cache_path=str(work))
+    if (not root or not fresh or cfg.mode != 'graph' or _opened or 'ipykernel' in sys.modules or _compiled_before(api)
+        or not hasattr(api, 'entry_script_path')): yield None; return
+    _opened, root = True, Path(root).expanduser().resolve()
     try:
+        root.mkdir(parents=True, exist_ok=True); _sweep(root)
+        done = root/cache_key(cfg, rank, world)
+        work = Path(tempfile.mkdtemp(prefix=f'.{done.name}.{os.getpid()}.{socket.gethostname()}.', dir=root))
+    except OSError as e: raise ValueError(f'compile_cache {root}: {e.strerror or e}') from None  # a file there, no permission
+    entry, env = api.entry_script_path, {k: os.environ.get(k) for k in CACHE_VARS}
+    try:
+        if done.is_dir(): shutil.copytree(done, work, dirs_exist_ok=True)
+        (work/'key.py').write_text(f'# {done.name}\n')  # MindSpore's check reads this key, not a script it cannot always parse
+        api.entry_script_path = str(work/'key.py')
+        os.environ.update(zip(CACHE_VARS, ('1', str(work))))  # MindSpore's variables (its context keys for this are deprecated)
         yield done
         if not done.exists():
             try: work.rename(done)  # atomic; a run of the same configuration that published first wins
             except OSError: pass
     finally:
-        api.entry_script_path = entry; ms.set_context(enable_compile_cache=False)  # a caller that goes on compiles as before
+        api.entry_script_path = entry  # a caller that goes on compiles as before
+        for k, v in env.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
         shutil.rmtree(work, ignore_errors=True)
