@@ -13,6 +13,10 @@ next process instead of compiling. Each run here is a fresh process that trains 
 6. and 7. the same the other way round: a cache written at seq_len 64, read at 128;
 8. run 3 again, its code given with `python -c` instead of as a script file.
 
+Then the same runs through `train_llm --set compile_cache=DIR` (chapter 06·4: a folder per configuration), the
+console script in a fresh process each time: an empty DIR (it compiles and publishes), the same DIR again, seq_len 64
+with that DIR, and the first run's code through `python -c`.
+
 A run is right when its losses equal the uncached run of the same config, bit for bit.
 
     python bench/compile_cache.py        # about 2 minutes on 2 cores
@@ -21,6 +25,7 @@ import json, os, shutil, subprocess, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _report import write_result
+TOKENS = None  # the bundled sample's token folder, set in main
 
 CHILD = r'''
 import json, sys, tempfile, time
@@ -50,7 +55,28 @@ def run(script, seq, cache=None, inline=False):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def run_cli(seq, cache, inline=False):
+    "train_llm's CLI with `compile_cache`: its CPU time (this process's children), first step and losses."
+    import resource
+    env = {k: v for k, v in os.environ.items() if not k.startswith('MS_COMPILER_CACHE')}; env['GLOG_v'] = '3'
+    with tempfile.TemporaryDirectory() as out:
+        sets = [f'token_dir={TOKENS}', 'steps=4', f'seq_len={seq}', 'batch_size=8', 'warmup_steps=2', 'val_every=4', 'save_every=4',
+                'model.vocab_size=8192', 'model.max_position_embeddings=256', 'sample_prompts=[]', 'log_every=50', 'progress=false',
+                f'compile_cache={cache}', f'out_dir={out}/run']
+        cmd = ([sys.executable, '-c', "import runpy; runpy.run_module('msllm_nb.train_llm', run_name='__main__')"] if inline else [str(Path(sys.executable).parent/'train_llm')])
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = subprocess.run([*cmd, '--config', 'tiny', '--set', *sets], capture_output=True, text=True, env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if r.returncode: return {'error': (r.stderr.strip().splitlines() or ['exit %d' % r.returncode])[-1][:160]}
+        tr = [json.loads(l) for l in open(f'{out}/run/metrics.jsonl') if '"kind": "train"' in l]
+    return {'cpu_s': after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 'first_step_s': tr[0]['step_s'],
+            'losses': [t['loss'] for t in tr]}
+
+
 def main():
+    global TOKENS
+    from msllm_nb.corpus.shards import sample_tokens
+    TOKENS = sample_tokens()
     work = Path(tempfile.mkdtemp())
     cache, script = work/'cache', work/'child.py'  # a script file: with `python -c` MindSpore's cache fails (it opens '-c' to hash it)
     script.write_text(CHILD)
@@ -59,8 +85,13 @@ def main():
             ('seq_len 128, cache A', 128, a, 'ref128'), ('seq_len 64, cache A (written at 128)', 64, a, 'ref64'),
             ('seq_len 64, no cache', 64, None, 'ref64'), ('seq_len 64, empty cache B (writes it)', 64, b, 'ref64'),
             ('seq_len 128, cache B (written at 64)', 128, b, 'ref128'), ('seq_len 128, cache A, the same code run with `python -c`', 128, a, 'ref128')]
-    try: res = [(name, ref, run(script, seq, c, inline='python -c' in name)) for name, seq, c, ref in plan]
-    finally: shutil.rmtree(work, ignore_errors=True)  # the script and both caches
+    keyed = work/'keyed'
+    cli = [('seq_len 128, compile_cache empty (writes its folder)', 128, False, 'ref128'), ('seq_len 128, compile_cache again', 128, False, 'ref128'),
+           ('seq_len 64, the same compile_cache', 64, False, 'ref64'), ('seq_len 128, the same compile_cache, through `python -c`', 128, True, 'ref128')]
+    try:
+        res = [(name, ref, run(script, seq, c, inline='python -c' in name)) for name, seq, c, ref in plan]
+        res_cli = [(name, ref, run_cli(seq, keyed, inline)) for name, seq, inline, ref in cli]
+    finally: shutil.rmtree(work, ignore_errors=True)  # the script and the caches
     if 'error' in res[0][2] or 'error' in res[4][2]: sys.exit(f'compile_cache: an uncached run failed: {res[0][2]} {res[4][2]}')
     refs = {'ref128': res[0][2]['losses'], 'ref64': res[4][2]['losses']}
     rows = ['| run (each a fresh process; the same script file unless said) | first step (s) | CPU (s) | losses equal to the uncached run of its config |',
@@ -71,6 +102,13 @@ def main():
     for name, ref, r in res:
         num = lambda k: f'{r[k]:.1f}' if k in r else '—'
         rows.append(f"| {name} | {num('first_step_s')} | {num('cpu_s')} | {verdict(r, ref)} |")
+    rows += ['', "`train_llm`'s `compile_cache` (its CLI, the console script unless said; CPU of the whole process):", '',
+             '| run (each a fresh process) | first step (s) | CPU (s) | losses equal to the uncached run of its config |', '|---|---:|---:|---|']
+    for name, ref, r in res_cli:
+        num = lambda k: f'{r[k]:.1f}' if k in r else '—'
+        rows.append(f"| {name} | {num('first_step_s')} | {num('cpu_s')} | {verdict(r, ref)} |")
+    right = all(verdict(r, rf) == 'yes' for _, rf, r in res_cli)
+    c0, c1 = res_cli[0][2], res_cli[1][2]
     hit, ref = res[2][2], res[0][2]
     wrong = [name for name, rf, r in (res[3], res[6]) if verdict(r, rf) != 'yes']
     inline = verdict(res[7][2], 'ref128')
@@ -82,6 +120,9 @@ def main():
                'MS_COMPILER_CACHE_PATH, and empty it when the code or MindSpore changes.' if wrong else
                'Each run with a cache written at another seq_len computed its own losses.')
             + f" The same code given with `python -c`: {'right' if inline == 'yes' else inline}."
+            + (f" **`train_llm`'s `compile_cache` (a folder per configuration): a hit's first step {c0['first_step_s']:.1f} → "
+               f"{c1['first_step_s']:.1f} s, the process's CPU {c0['cpu_s']:.0f} → {c1['cpu_s']:.0f} s; every run right, seq_len 64 "
+               'and `python -c` included.**' if right else " **`train_llm`'s `compile_cache`: NOT every run right (the second table).**")
             + '\n\n' + '\n'.join(rows))
     write_result('compile_cache', "MindSpore's compile cache: a rerun's compile saved, a changed setting not noticed", body)
 
