@@ -19,7 +19,7 @@ with that DIR, and the first run's code through `python -c`.
 
 A run is right when its losses equal the uncached run of the same config, bit for bit.
 
-    python bench/compile_cache.py        # about 2 minutes on 2 cores
+    python bench/compile_cache.py        # about 3 minutes on 2 cores
 """
 import json, os, shutil, subprocess, sys, tempfile
 from pathlib import Path
