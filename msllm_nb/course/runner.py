@@ -442,16 +442,19 @@ def copy_outputs(executed:str|Path, # a notebook as the main job executed it (`r
                  source:str|Path, # the chapter in `nbs/`: its outputs are replaced
                  max_lines:int=40, root:str|None=None)->int:
     """Give each code cell of `source` the reader's outputs of the cell with the same source in `executed` (matched in
-    order, so cells inserted or moved since keep theirs); a cell with no such twin gets none. The cells given any."""
+    order, so cells inserted or moved since keep theirs); a cell that run skipped (`slow` without `--slow`) keeps the
+    outputs it has, any other cell with no such twin gets none. The cells given any."""
     from collections import defaultdict, deque
-    ran = defaultdict(deque)
+    ran, skipped = defaultdict(deque), set()
     for c in json.loads(Path(executed).read_text(encoding='utf-8'))['cells']:
-        if c['cell_type'] == 'code': ran[''.join(c['source'])].append(c.get('outputs', []))
+        s = ''.join(c['source'])
+        if c['cell_type'] == 'code': ran[s].append(c.get('outputs', []))
+        if c['cell_type'] == 'code' and s.startswith('# skipped (') and '\n' in s: skipped.add(s.split('\n', 1)[1].replace('\n# ', '\n'))  # `_skip_flagged`, undone
     nb, filled = json.loads(Path(source).read_text(encoding='utf-8')), 0
     for c in nb['cells']:
         if c['cell_type'] != 'code': continue
-        twin = ran.get(''.join(c['source']))
-        c['outputs'] = reader_outputs(twin.popleft(), max_lines, root) if twin else []
+        src = ''.join(c['source']); twin = ran.get(src)
+        c['outputs'] = reader_outputs(twin.popleft(), max_lines, root) if twin else c.get('outputs', []) if src in skipped else []
         filled += bool(c['outputs'])
     Path(source).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
     return filled

@@ -241,12 +241,24 @@ def per_request(results:dict)->dict:
         out[t] = [float(r[0] if isinstance(r, (list, tuple)) else r) for s in sorted(samples, key=lambda s: s['doc_id']) for r in s['filtered_resps']]
     return out
 
+class _Truncations:
+    "A logging filter: counts the harness's 'Truncating N tokens from the left' warnings, one per request, instead of printing them."
+    n = 0
+    def filter(self, record):
+        if 'tokens from the left' not in record.getMessage(): return True
+        self.n += 1; return False
+
 def hf_harness_run(hf_dir:str, task_dir:str, tasks:list, limit:int|None=None, max_length:int=512, batch_size:int=8)->dict:
-    "The harness's own `hf` model (transformers, PyTorch, float32, CPU) on tasks: scores and per-request log-likelihoods (run it through `run_reference`)."
+    """The harness's own `hf` model (transformers, PyTorch, float32, CPU) on tasks: scores, per-request log-likelihoods and
+    how many requests were cut from the left to fit `max_length` (run it through `run_reference`)."""
+    import logging
     from lm_eval.models.huggingface import HFLM
     lm = HFLM(pretrained=hf_dir, dtype='float32', device='cpu', batch_size=batch_size, max_length=max_length, add_bos_token=False)
-    res = run_tasks(lm, task_dir, tasks, limit, log_samples=True)
-    return {'scores': scores(res), 'requests': per_request(res)}
+    cut, log = _Truncations(), logging.getLogger('lm_eval.models.huggingface')
+    log.addFilter(cut)
+    try: res = run_tasks(lm, task_dir, tasks, limit, log_samples=True, bars=False)  # a child process's bars would reach the terminal, not the notebook
+    finally: log.removeFilter(cut)
+    return {'scores': scores(res), 'requests': per_request(res), 'truncated': cut.n}
 
 def ms_harness_run(lm:MsllmLM, task_dir:str, tasks:list, limit:int|None=None)->dict:
     "The same as `hf_harness_run`, through a MindSpore `MsllmLM`."

@@ -185,10 +185,11 @@ def load_tasks(task_dir:str|Path, names:list[str])->dict:
 def _quiet_harness(bars:bool=True # False: no progress bar at all (the harness's, per task and per request type, and the model's)
                   ):
     "The harness's INFO lines (one per task it builds) and `datasets`' progress bars (one per file read) off, inside; all as it was after."
-    import datasets, tqdm.auto, lm_eval.api.task as lt, lm_eval.api.model as lmod
+    import sys, datasets, tqdm.auto, lm_eval.api.task as lt, lm_eval.api.model as lmod
     log = logging.getLogger('lm_eval'); level, ds_bars = log.level, datasets.is_progress_bar_enabled()
     log.setLevel(logging.WARNING); datasets.disable_progress_bars()
-    saved = {m: m.tqdm for m in (lt, lmod, tqdm.auto)}
+    hf = sys.modules.get('lm_eval.models.huggingface')  # the harness's own `hf` model draws its request bars from here
+    saved = {m: m.tqdm for m in (lt, lmod, tqdm.auto, *([hf] if hf else []))}
     if not bars:  # inside train_llm, whose own bar (or none: `progress: false`) is the only one the terminal should show
         for m, bar in saved.items(): m.tqdm = type('Off', (bar,), {'__init__': lambda self, *a, _b=bar, **k: _b.__init__(self, *a, **{**k, 'disable': True})})
     try: yield
