@@ -93,6 +93,12 @@ def _printed(c)->list:
                    for o in c.get('outputs', []) if o.get('output_type') == 'stream')
     return re.sub(r'\x1b\[[0-9;]*m', '', text).strip().splitlines()
 
+def _skipped_source(src:str, why:str)->str: return f'# skipped ({why})\n' + src.replace('\n', '\n# ')
+
+def _unskipped_source(s:str)->str|None:
+    "The source `_skipped_source` commented out, or None for a cell that was not skipped."
+    return s.split('\n', 1)[1].replace('\n# ', '\n') if s.startswith('# skipped (') and '\n' in s else None
+
 def _skip_flagged(nb, skip_flags:tuple)->list[tuple[int, str]]:
     "Comment out the code cells whose `#| flag` line names one of `skip_flags`; return (cell index, flag) for each."
     skipped = []
@@ -102,7 +108,7 @@ def _skip_flagged(nb, skip_flags:tuple)->list[tuple[int, str]]:
         if hit:
             skipped.append((c.idx_, hit[0]))
             why = 'slow: run msllm-roadmap --slow' if hit[0] == 'slow' else f'needs {hit[0]}'
-            c.source = f'# skipped ({why})\n' + c.source.replace('\n', '\n# ')
+            c.source = _skipped_source(c.source, why)
     return skipped
 
 def run_notebook(nb_path:Path, # notebook to execute
@@ -449,7 +455,7 @@ def copy_outputs(executed:str|Path, # a notebook as the main job executed it (`r
     for c in json.loads(Path(executed).read_text(encoding='utf-8'))['cells']:
         s = ''.join(c['source'])
         if c['cell_type'] == 'code': ran[s].append(c.get('outputs', []))
-        if c['cell_type'] == 'code' and s.startswith('# skipped (') and '\n' in s: skipped.add(s.split('\n', 1)[1].replace('\n# ', '\n'))  # `_skip_flagged`, undone
+        if c['cell_type'] == 'code' and (orig := _unskipped_source(s)) is not None: skipped.add(orig)
     nb, filled = json.loads(Path(source).read_text(encoding='utf-8')), 0
     for c in nb['cells']:
         if c['cell_type'] != 'code': continue
